@@ -1,0 +1,822 @@
+//! Completion queues, per fi_cq(3).
+//!
+//! The entry format is a type parameter ([`Context`], [`Msg`], [`Data`],
+//! [`Tagged`], [`Unspec`]), so [`CompletionQueue::read`] fills the caller's
+//! slice of the right entry type and allocates nothing.
+//!
+//! ```
+//! use libfabric::{info::{getinfo, Hints}, cq::{CqAttr, Msg, MsgEntry, Read}, Domain, Fabric, CompletionQueue};
+//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! let info = list.first().unwrap();
+//! let fabric = Fabric::open(info)?;
+//! let domain = Domain::open(&fabric, info)?;
+//! let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(128))?;
+//! let mut entries: [MsgEntry; 16] = Default::default();
+//! assert!(matches!(cq.read(&mut entries)?, Read::Empty));
+//! # Ok::<(), libfabric::Error>(())
+//! ```
+
+use crate::domain::{Domain, DomainInner};
+use crate::eq::{ErrDataBuf, Fid};
+use crate::error::{check, check_len, Errno, Error, Result, EAGAIN, EAVAIL};
+use crate::fid::{close_last, OwnedFid};
+use crate::wait::{query_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable};
+use bitflags::bitflags;
+use libfabric_sys::fabric as sys;
+use std::ffi::{c_void, CStr};
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+bitflags! {
+    /// Completion flags (`fi_cq_*_entry::flags`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct CompletionFlags: u64 {
+        /// `FI_SEND`
+        const SEND = sys::FI_SEND;
+        /// `FI_RECV`
+        const RECV = sys::FI_RECV;
+        /// `FI_MSG`
+        const MSG = sys::FI_MSG;
+        /// `FI_RMA`
+        const RMA = sys::FI_RMA;
+        /// `FI_TAGGED`
+        const TAGGED = sys::FI_TAGGED;
+        /// `FI_ATOMIC`
+        const ATOMIC = sys::FI_ATOMIC;
+        /// `FI_READ`
+        const READ = sys::FI_READ;
+        /// `FI_WRITE`
+        const WRITE = sys::FI_WRITE;
+        /// `FI_REMOTE_READ`
+        const REMOTE_READ = sys::FI_REMOTE_READ;
+        /// `FI_REMOTE_WRITE`
+        const REMOTE_WRITE = sys::FI_REMOTE_WRITE;
+        /// `FI_REMOTE_CQ_DATA`: the entry's `data` holds remote CQ data.
+        const REMOTE_CQ_DATA = sys::FI_REMOTE_CQ_DATA;
+        /// `FI_MULTI_RECV`: a multi-receive buffer was released.
+        const MULTI_RECV = sys::FI_MULTI_RECV;
+        /// `FI_MORE`
+        const MORE = sys::FI_MORE;
+        /// `FI_CLAIM`
+        const CLAIM = sys::FI_CLAIM;
+        /// Bits this crate does not name.
+        const _ = !0;
+    }
+}
+
+/// A completion entry type. Sealed: implemented by this crate's entry types.
+pub trait CompletionEntry: sealed::Sealed + Default + Send + Sync + 'static {
+    /// The operation's context, as posted.
+    fn context(&self) -> usize;
+    /// Takes the context, leaving 0: used to hand a buffer back exactly once.
+    #[doc(hidden)]
+    fn take_context(&mut self) -> *mut c_void;
+}
+
+/// A CQ format: the entry type and its `enum fi_cq_format`. Sealed.
+pub trait Format: sealed::Sealed + Send + Sync + 'static {
+    /// The `fi_cq_format` value.
+    const FORMAT: sys::fi_cq_format;
+    /// Most entries one read may return (1 for [`Unspec`]).
+    const MAX_BATCH: usize;
+    /// The entry type.
+    type Entry: CompletionEntry;
+}
+
+macro_rules! entry_type {
+    ($(#[$doc:meta])* $name:ident($raw:ident), $format:ident, $fmt:ident) => {
+        $(#[$doc])*
+        ///
+        /// Not `Clone`: each completion exists once, so that the buffer it
+        /// returns can be reclaimed exactly once.
+        #[repr(transparent)]
+        pub struct $name(sys::$raw);
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name(sys::$raw::default())
+            }
+        }
+
+        // SAFETY: the entry is plain data; its pointers are opaque values
+        // this crate never dereferences through the entry.
+        unsafe impl Send for $name {}
+        // SAFETY: as above.
+        unsafe impl Sync for $name {}
+
+        impl sealed::Sealed for $name {}
+
+        impl CompletionEntry for $name {
+            #[inline]
+            fn context(&self) -> usize {
+                self.0.op_context as usize
+            }
+            #[inline]
+            fn take_context(&mut self) -> *mut c_void {
+                std::mem::replace(&mut self.0.op_context, ptr::null_mut())
+            }
+        }
+
+        /// The format whose entries are
+        #[doc = concat!("[`", stringify!($name), "`].")]
+        #[derive(Debug, Clone, Copy)]
+        pub struct $format;
+
+        impl sealed::Sealed for $format {}
+
+        impl Format for $format {
+            const FORMAT: sys::fi_cq_format = sys::$fmt;
+            const MAX_BATCH: usize = usize::MAX;
+            type Entry = $name;
+        }
+    };
+}
+
+entry_type!(
+    /// `struct fi_cq_entry` (`FI_CQ_FORMAT_CONTEXT`): the context only.
+    ContextEntry(fi_cq_entry), Context, FI_CQ_FORMAT_CONTEXT
+);
+entry_type!(
+    /// `struct fi_cq_msg_entry` (`FI_CQ_FORMAT_MSG`).
+    MsgEntry(fi_cq_msg_entry), Msg, FI_CQ_FORMAT_MSG
+);
+entry_type!(
+    /// `struct fi_cq_data_entry` (`FI_CQ_FORMAT_DATA`).
+    DataEntry(fi_cq_data_entry), Data, FI_CQ_FORMAT_DATA
+);
+entry_type!(
+    /// `struct fi_cq_tagged_entry` (`FI_CQ_FORMAT_TAGGED`).
+    TaggedEntry(fi_cq_tagged_entry), Tagged, FI_CQ_FORMAT_TAGGED
+);
+
+impl MsgEntry {
+    /// Completion flags.
+    pub fn flags(&self) -> CompletionFlags {
+        CompletionFlags::from_bits_retain(self.0.flags)
+    }
+    /// Bytes received (receives) or sent.
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+    /// Whether `len` is 0.
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+}
+
+impl DataEntry {
+    /// Completion flags.
+    pub fn flags(&self) -> CompletionFlags {
+        CompletionFlags::from_bits_retain(self.0.flags)
+    }
+    /// Bytes received or sent.
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+    /// Whether `len` is 0.
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+    /// Start of the received data (multi-receive), as an address.
+    pub fn buf_addr(&self) -> usize {
+        self.0.buf as usize
+    }
+    /// Remote CQ data, valid when `flags()` has `REMOTE_CQ_DATA`.
+    pub fn data(&self) -> u64 {
+        self.0.data
+    }
+}
+
+impl TaggedEntry {
+    /// Completion flags.
+    pub fn flags(&self) -> CompletionFlags {
+        CompletionFlags::from_bits_retain(self.0.flags)
+    }
+    /// Bytes received or sent.
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+    /// Whether `len` is 0.
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+    /// Start of the received data, as an address.
+    pub fn buf_addr(&self) -> usize {
+        self.0.buf as usize
+    }
+    /// Remote CQ data, valid when `flags()` has `REMOTE_CQ_DATA`.
+    pub fn data(&self) -> u64 {
+        self.0.data
+    }
+    /// The message tag.
+    pub fn tag(&self) -> u64 {
+        self.0.tag
+    }
+}
+
+macro_rules! entry_debug {
+    ($($name:ident { $($field:ident),* })*) => {$(
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("context", &format_args!("{:#x}", self.context()))
+                    $(.field(stringify!($field), &self.$field()))*
+                    .finish()
+            }
+        }
+    )*};
+}
+
+entry_debug! {
+    ContextEntry {}
+    MsgEntry { flags, len }
+    DataEntry { flags, len, data }
+    TaggedEntry { flags, len, data, tag }
+}
+
+/// An entry of an `FI_CQ_FORMAT_UNSPEC` queue: the provider picks the
+/// format, so only the context (the first member of every format) is
+/// known, and reads return one entry at a time into room for the largest
+/// format.
+#[derive(Default)]
+#[repr(transparent)]
+pub struct UnspecEntry(TaggedEntry);
+
+impl sealed::Sealed for UnspecEntry {}
+
+impl CompletionEntry for UnspecEntry {
+    fn context(&self) -> usize {
+        self.0.context()
+    }
+    fn take_context(&mut self) -> *mut c_void {
+        self.0.take_context()
+    }
+}
+
+impl fmt::Debug for UnspecEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UnspecEntry")
+            .field("context", &format_args!("{:#x}", self.context()))
+            .finish()
+    }
+}
+
+/// `FI_CQ_FORMAT_UNSPEC`: see [`UnspecEntry`].
+#[derive(Debug, Clone, Copy)]
+pub struct Unspec;
+
+impl sealed::Sealed for Unspec {}
+
+impl Format for Unspec {
+    const FORMAT: sys::fi_cq_format = sys::FI_CQ_FORMAT_UNSPEC;
+    const MAX_BATCH: usize = 1;
+    type Entry = UnspecEntry;
+}
+
+/// An address in an address vector (`fi_addr_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Addr(pub u64);
+
+impl Addr {
+    /// `FI_ADDR_UNSPEC`: no address.
+    pub const UNSPEC: Addr = Addr(sys::FI_ADDR_UNSPEC);
+    /// `FI_ADDR_NOTAVAIL`: the source is not in the address vector.
+    pub const NOTAVAIL: Addr = Addr(sys::FI_ADDR_NOTAVAIL);
+}
+
+impl Default for Addr {
+    fn default() -> Self {
+        Addr::UNSPEC
+    }
+}
+
+/// Attributes of a completion queue (`struct fi_cq_attr`); the format is the
+/// queue's type parameter.
+#[derive(Debug, Clone)]
+pub struct CqAttr {
+    size: usize,
+    flags: u64,
+    wait_obj: WaitObj,
+    signaling_vector: i32,
+    threshold: bool,
+    wait_set: Option<WaitSet>,
+}
+
+impl Default for CqAttr {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CqAttr {
+    /// Provider default size, `FI_WAIT_NONE`.
+    pub fn new() -> Self {
+        CqAttr {
+            size: 0,
+            flags: 0,
+            wait_obj: WaitObj::None,
+            signaling_vector: 0,
+            threshold: false,
+            wait_set: None,
+        }
+    }
+
+    /// Minimum number of entries (0: provider default).
+    pub fn size(mut self, size: usize) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// The wait object (default `FI_WAIT_NONE`).
+    pub fn wait(mut self, wait_obj: WaitObj) -> Self {
+        self.wait_obj = wait_obj;
+        self
+    }
+
+    /// Signal this wait set (`FI_WAIT_SET`).
+    pub fn wait_set(mut self, set: &WaitSet) -> Self {
+        self.wait_obj = WaitObj::Set;
+        self.wait_set = Some(set.clone());
+        self
+    }
+
+    /// `FI_CQ_COND_THRESHOLD`: enables [`CompletionQueue::sread_threshold`].
+    pub fn threshold_condition(mut self, enable: bool) -> Self {
+        self.threshold = enable;
+        self
+    }
+
+    /// `FI_AFFINITY` with this signaling vector.
+    pub fn signaling_vector(mut self, vector: i32) -> Self {
+        self.flags |= sys::FI_AFFINITY;
+        self.signaling_vector = vector;
+        self
+    }
+}
+
+/// What a read of a completion queue found.
+#[derive(Debug)]
+#[must_use]
+pub enum Read<'b, T> {
+    /// Completions, at the start of the caller's slice.
+    Completions(&'b mut [T]),
+    /// Nothing to read (`-FI_EAGAIN`); from a blocking read, an early
+    /// wake-up with nothing to report.
+    Empty,
+    /// The timeout of a blocking read passed.
+    TimedOut,
+    /// A blocking read was woken by [`CompletionQueue::signal`], or a signal
+    /// sent before it began was still unreported (libfabric reports both like
+    /// a timeout; this crate tells them apart).
+    Signaled,
+    /// An error completion is waiting (`-FI_EAVAIL`): read it with
+    /// [`CompletionQueue::read_err`].
+    ErrorPending,
+}
+
+impl<T> Read<'_, T> {
+    /// How many completions were read.
+    pub fn count(&self) -> usize {
+        match self {
+            Read::Completions(c) => c.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// An error completion (`struct fi_cq_err_entry`), its `err_data` copied into
+/// the caller's [`ErrDataBuf`].
+pub struct CqError<'b> {
+    op_context: *mut c_void,
+    /// Completion flags of the failed operation.
+    pub flags: CompletionFlags,
+    /// Bytes transferred before the error.
+    pub len: usize,
+    /// Remote CQ data.
+    pub data: u64,
+    /// Tag.
+    pub tag: u64,
+    /// Bytes that did not fit (truncation, `FI_ETRUNC`).
+    pub olen: usize,
+    /// The error.
+    pub err: Errno,
+    /// The provider's own error number (see [`CompletionQueue::strerror`]).
+    pub prov_errno: i32,
+    /// Provider-specific error data.
+    pub err_data: &'b [u8],
+}
+
+// SAFETY: op_context is an opaque value this crate only compares.
+unsafe impl Send for CqError<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for CqError<'_> {}
+
+impl sealed::Sealed for CqError<'_> {}
+
+impl CqError<'_> {
+    /// The failed operation's context.
+    pub fn context(&self) -> usize {
+        self.op_context as usize
+    }
+
+    /// Takes the context, leaving 0 (hands a buffer back exactly once).
+    pub(crate) fn take_context(&mut self) -> *mut c_void {
+        std::mem::replace(&mut self.op_context, ptr::null_mut())
+    }
+}
+
+impl fmt::Debug for CqError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CqError")
+            .field("context", &format_args!("{:#x}", self.context()))
+            .field("flags", &self.flags)
+            .field("len", &self.len)
+            .field("olen", &self.olen)
+            .field("err", &self.err)
+            .field("prov_errno", &self.prov_errno)
+            .field("err_data_len", &self.err_data.len())
+            .finish()
+    }
+}
+
+pub(crate) struct CqInner {
+    pub(crate) fid: OwnedFid<sys::fid_cq>,
+    pub(crate) domain: Arc<DomainInner>,
+    _wait_set: Option<Arc<WaitSetInner>>,
+    wait_obj: WaitObj,
+    threshold: bool,
+    signals: AtomicU64,
+    signals_reported: AtomicU64,
+}
+
+/// An open completion queue of format `F`. Cloning gives another handle;
+/// endpoints bound to it hold one, so it stays open while they exist.
+pub struct CompletionQueue<F: Format> {
+    pub(crate) inner: Arc<CqInner>,
+    _format: PhantomData<F>,
+}
+
+impl<F: Format> Clone for CompletionQueue<F> {
+    fn clone(&self) -> Self {
+        CompletionQueue {
+            inner: self.inner.clone(),
+            _format: PhantomData,
+        }
+    }
+}
+
+impl<F: Format> CompletionQueue<F> {
+    /// `fi_cq_open` with format `F`.
+    ///
+    /// A wait object the provider cannot give is [`Error::UnsupportedWait`].
+    #[doc(alias = "fi_cq_open")]
+    pub fn open(domain: &Domain, attr: &CqAttr) -> Result<Self> {
+        if attr.wait_obj == WaitObj::Set && attr.wait_set.is_none() {
+            return Err(Error::UnsupportedWait {
+                queue: "completion queue",
+                requested: WaitObj::Set,
+                reason: "FI_WAIT_SET needs a wait set: use CqAttr::wait_set",
+            });
+        }
+        let mut raw_attr = sys::fi_cq_attr {
+            size: attr.size,
+            flags: attr.flags,
+            format: F::FORMAT,
+            wait_obj: attr.wait_obj.raw(),
+            signaling_vector: attr.signaling_vector,
+            wait_cond: if attr.threshold {
+                sys::FI_CQ_COND_THRESHOLD
+            } else {
+                sys::FI_CQ_COND_NONE
+            },
+            wait_set: attr
+                .wait_set
+                .as_ref()
+                .map_or(ptr::null_mut(), |s| s.inner.fid.as_ptr()),
+        };
+        let mut raw = ptr::null_mut();
+        // SAFETY: fi_cq_open(3) reads attr and opens a CQ on the open
+        // domain; OwnedFid closes it before the domain handle is released.
+        let ret = unsafe {
+            sys::fi_cq_open(
+                domain.inner.fid.as_ptr(),
+                &mut raw_attr,
+                &mut raw,
+                ptr::null_mut(),
+            )
+        };
+        if ret < 0
+            && attr.wait_obj != WaitObj::None
+            && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
+        {
+            return Err(Error::UnsupportedWait {
+                queue: "completion queue",
+                requested: attr.wait_obj,
+                reason: "the provider refused it (fi_cq_open returned -FI_EINVAL or -FI_ENOSYS)",
+            });
+        }
+        check("fi_cq_open", ret)?;
+        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_cq_open", -libc::EINVAL))?;
+        let wait_obj = query_wait_obj(fid.fid(), attr.wait_obj);
+        Ok(CompletionQueue {
+            inner: Arc::new(CqInner {
+                fid,
+                domain: domain.inner.clone(),
+                _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
+                wait_obj,
+                threshold: attr.threshold,
+                signals: AtomicU64::new(0),
+                signals_reported: AtomicU64::new(0),
+            }),
+            _format: PhantomData,
+        })
+    }
+
+    /// The queue's fid.
+    pub fn fid(&self) -> Fid {
+        Fid::from_raw(self.inner.fid.fid())
+    }
+
+    /// The raw `fid_cq`.
+    pub fn as_raw(&self) -> *mut sys::fid_cq {
+        self.inner.fid.as_ptr()
+    }
+
+    /// `fi_cq_read`: up to `buf.len()` completions, without blocking.
+    #[doc(alias = "fi_cq_read")]
+    #[inline]
+    pub fn read<'b>(&self, buf: &'b mut [F::Entry]) -> Result<Read<'b, F::Entry>> {
+        let ret = self.read_raw(buf);
+        decode(ret, buf, "fi_cq_read")
+    }
+
+    /// One `fi_cq_read`, undecoded.
+    #[inline]
+    pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> isize {
+        let count = buf.len().min(F::MAX_BATCH);
+        // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
+        // format into buf, whose element type is that format's struct.
+        unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) }
+    }
+
+    /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
+    /// source address in `addrs` (needs `FI_SOURCE`; `Addr::NOTAVAIL` when
+    /// unknown).
+    #[doc(alias = "fi_cq_readfrom")]
+    pub fn read_from<'b>(
+        &self,
+        buf: &'b mut [F::Entry],
+        addrs: &mut [Addr],
+    ) -> Result<Read<'b, F::Entry>> {
+        let count = buf.len().min(addrs.len()).min(F::MAX_BATCH);
+        // SAFETY: as read; src_addr receives count fi_addr_t values (Addr is
+        // a transparent u64).
+        let ret = unsafe {
+            sys::fi_cq_readfrom(
+                self.inner.fid.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                count,
+                addrs.as_mut_ptr().cast(),
+            )
+        };
+        decode(ret, buf, "fi_cq_readfrom")
+    }
+
+    fn check_sread(&self, call: &'static str) -> Result<()> {
+        if !self.inner.wait_obj.can_sread() {
+            return Err(Error::WrongWaitMode {
+                call,
+                needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD or FI_WAIT_POLLFD",
+                actual: self.inner.wait_obj,
+            });
+        }
+        Ok(())
+    }
+
+    /// `fi_cq_sread`: blocks until at least one completion, an error entry, a
+    /// [`signal`](Self::signal), or the timeout (`None`: forever).
+    #[doc(alias = "fi_cq_sread")]
+    pub fn sread<'b>(
+        &self,
+        buf: &'b mut [F::Entry],
+        timeout: Option<Duration>,
+    ) -> Result<Read<'b, F::Entry>> {
+        self.sread_inner(buf, None, ptr::null(), timeout, "fi_cq_sread")
+    }
+
+    /// `fi_cq_sread` with the `FI_CQ_COND_THRESHOLD` condition: blocks until
+    /// `threshold` completions are queued (or an error, a signal, the
+    /// timeout). Needs [`CqAttr::threshold_condition`].
+    pub fn sread_threshold<'b>(
+        &self,
+        buf: &'b mut [F::Entry],
+        threshold: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Read<'b, F::Entry>> {
+        if !self.inner.threshold {
+            return Err(Error::InvalidArgument(
+                "sread_threshold needs a queue opened with CqAttr::threshold_condition(true)"
+                    .into(),
+            ));
+        }
+        let cond = threshold;
+        self.sread_inner(
+            buf,
+            None,
+            (&cond as *const usize).cast(),
+            timeout,
+            "fi_cq_sread",
+        )
+    }
+
+    /// `fi_cq_sreadfrom`: [`sread`](Self::sread) with source addresses.
+    #[doc(alias = "fi_cq_sreadfrom")]
+    pub fn sread_from<'b>(
+        &self,
+        buf: &'b mut [F::Entry],
+        addrs: &mut [Addr],
+        timeout: Option<Duration>,
+    ) -> Result<Read<'b, F::Entry>> {
+        self.sread_inner(buf, Some(addrs), ptr::null(), timeout, "fi_cq_sreadfrom")
+    }
+
+    fn sread_inner<'b>(
+        &self,
+        buf: &'b mut [F::Entry],
+        addrs: Option<&mut [Addr]>,
+        cond: *const c_void,
+        timeout: Option<Duration>,
+        call: &'static str,
+    ) -> Result<Read<'b, F::Entry>> {
+        self.check_sread(call)?;
+        let start = Instant::now();
+        let ms = timeout_ms(timeout);
+        let ret = match addrs {
+            None => {
+                let count = buf.len().min(F::MAX_BATCH);
+                // SAFETY: as read; cond is NULL or points to a size_t
+                // threshold for FI_CQ_COND_THRESHOLD queues (fi_cq(3)).
+                unsafe {
+                    sys::fi_cq_sread(
+                        self.inner.fid.as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        count,
+                        cond,
+                        ms,
+                    )
+                }
+            }
+            Some(addrs) => {
+                let count = buf.len().min(addrs.len()).min(F::MAX_BATCH);
+                // SAFETY: as read_from.
+                unsafe {
+                    sys::fi_cq_sreadfrom(
+                        self.inner.fid.as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        count,
+                        addrs.as_mut_ptr().cast(),
+                        cond,
+                        ms,
+                    )
+                }
+            }
+        };
+        match decode(ret, buf, call)? {
+            Read::Empty => {
+                // libfabric returns -FI_EAGAIN both for a timeout and for a
+                // wake-up by fi_cq_signal (fi_cq(3) allows either). Signals
+                // are counted: one sent and not yet reported makes this a
+                // signal wake-up, including one sent before the call began.
+                let sent = self.inner.signals.load(Ordering::Acquire);
+                let reported = self.inner.signals_reported.swap(sent, Ordering::AcqRel);
+                if sent != reported {
+                    Ok(Read::Signaled)
+                } else if timeout.is_some_and(|t| start.elapsed() < t) {
+                    // Woken early by neither a completion nor a signal.
+                    Ok(Read::Empty)
+                } else {
+                    Ok(Read::TimedOut)
+                }
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// `fi_cq_readerr`: the next error completion, its `err_data` copied
+    /// into `buf`; `None` when there is none.
+    #[doc(alias = "fi_cq_readerr")]
+    pub fn read_err<'b>(&self, buf: &'b mut ErrDataBuf) -> Result<Option<CqError<'b>>> {
+        let (data, size) = buf.raw_parts();
+        let mut entry = sys::fi_cq_err_entry {
+            err_data: data,
+            err_data_size: size,
+            ..Default::default()
+        };
+        // SAFETY: fi_cq_readerr(3): entry is a full fi_cq_err_entry; a
+        // non-zero err_data_size asks the provider to copy err_data into our
+        // buffer (API >= 1.5).
+        let ret = unsafe { sys::fi_cq_readerr(self.inner.fid.as_ptr(), &mut entry, 0) };
+        if ret == EAGAIN {
+            return Ok(None);
+        }
+        check_len("fi_cq_readerr", ret)?;
+        let err_data = buf.finish(entry.err_data, entry.err_data_size);
+        Ok(Some(CqError {
+            op_context: entry.op_context,
+            flags: CompletionFlags::from_bits_retain(entry.flags),
+            len: entry.len,
+            data: entry.data,
+            tag: entry.tag,
+            olen: entry.olen,
+            err: Errno::from_raw(entry.err),
+            prov_errno: entry.prov_errno,
+            err_data,
+        }))
+    }
+
+    /// `fi_cq_signal`: wakes a thread blocked in `sread`, which then returns
+    /// [`Read::Signaled`].
+    #[doc(alias = "fi_cq_signal")]
+    pub fn signal(&self) -> Result<()> {
+        self.inner.signals.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: fi_cq_signal(3) on an open CQ.
+        check("fi_cq_signal", unsafe {
+            sys::fi_cq_signal(self.inner.fid.as_ptr())
+        })
+    }
+
+    /// `fi_cq_strerror`: the provider's text for an error completion.
+    #[doc(alias = "fi_cq_strerror")]
+    pub fn strerror(&self, err: &CqError<'_>) -> String {
+        let mut text = [0 as std::ffi::c_char; 256];
+        // SAFETY: fi_cq_strerror(3) writes at most len bytes (NUL
+        // terminated) and returns buf or a static string.
+        unsafe {
+            let p = sys::fi_cq_strerror(
+                self.inner.fid.as_ptr(),
+                err.prov_errno,
+                err.err_data.as_ptr().cast(),
+                text.as_mut_ptr(),
+                text.len(),
+            );
+            if p.is_null() {
+                return String::new();
+            }
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
+
+    /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or
+    /// other handles exist.
+    pub fn close(self) -> Result<()> {
+        close_last(self.inner, "completion queue", |i| i.fid.close())
+    }
+}
+
+#[inline]
+pub(crate) fn decode<'b, T>(
+    ret: isize,
+    buf: &'b mut [T],
+    call: &'static str,
+) -> Result<Read<'b, T>> {
+    if ret > 0 {
+        let n = (ret as usize).min(buf.len());
+        return Ok(Read::Completions(&mut buf[..n]));
+    }
+    if ret == EAGAIN || ret == 0 {
+        return Ok(Read::Empty);
+    }
+    if ret == EAVAIL {
+        return Ok(Read::ErrorPending);
+    }
+    Err(Error::fabric(call, ret as i64))
+}
+
+impl<F: Format> sealed::Sealed for CompletionQueue<F> {}
+
+impl<F: Format> Waitable for CompletionQueue<F> {
+    fn wait_fid(&self) -> *mut sys::fid {
+        self.inner.fid.fid()
+    }
+    fn fabric_ptr(&self) -> *const () {
+        Arc::as_ptr(&self.inner.domain.fabric).cast()
+    }
+    fn wait_obj(&self) -> WaitObj {
+        self.inner.wait_obj
+    }
+}
+
+impl<F: Format> fmt::Debug for CompletionQueue<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("fid", &self.fid())
+            .field("format", &F::FORMAT)
+            .field("wait_obj", &self.inner.wait_obj)
+            .finish()
+    }
+}

@@ -1,0 +1,104 @@
+//! `fi_domain(3)`: a domain (one NIC or provider instance), parent of
+//! completion queues, endpoints, address vectors and memory regions.
+
+use crate::error::{check, Error, Result};
+use crate::fabric::{Fabric, FabricInner};
+use crate::fid::{close_last, OwnedFid};
+use crate::info::{Info, InfoEntry, Threading};
+use libfabric_sys::fabric as sys;
+use std::ptr;
+use std::sync::Arc;
+
+pub(crate) struct DomainInner {
+    pub(crate) fid: OwnedFid<sys::fid_domain>,
+    pub(crate) info: Info,
+    pub(crate) fabric: Arc<FabricInner>,
+}
+
+/// An open domain. It keeps its fabric open.
+///
+/// Domains are opened only with the `FI_THREAD_SAFE` threading model (the
+/// default of [`Hints`](crate::info::Hints)): under it fi_domain(3) lets any
+/// thread use any object at any time, which is what makes this crate's
+/// objects `Send` and `Sync` without locks of their own.
+///
+/// ```
+/// use libfabric::{info::{getinfo, Hints}, Domain, Fabric};
+/// let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+/// let info = list.first().unwrap();
+/// let fabric = Fabric::open(info)?;
+/// let domain = Domain::open(&fabric, info)?;
+/// assert_eq!(domain.info().provider(), info.provider());
+/// # Ok::<(), libfabric::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Domain {
+    pub(crate) inner: Arc<DomainInner>,
+}
+
+impl Domain {
+    /// `fi_domain`: opens the domain that `info` names on `fabric`.
+    #[doc(alias = "fi_domain")]
+    pub fn open(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
+        if info.threading() != Threading::Safe {
+            return Err(Error::InvalidArgument(format!(
+                "the domain's threading model is {:?}; this crate needs FI_THREAD_SAFE \
+                 (the default of Hints)",
+                info.threading()
+            )));
+        }
+        let info = info.to_owned_info()?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: fi_domain(3): fabric is open, info valid; the domain is
+        // closed by OwnedFid before the fabric handle below is released.
+        let ret = unsafe {
+            sys::fi_domain(
+                fabric.inner.fid.as_ptr(),
+                info.ptr.as_ptr(),
+                &mut raw,
+                ptr::null_mut(),
+            )
+        };
+        check("fi_domain", ret)?;
+        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_domain", -libc::EINVAL))?;
+        Ok(Domain {
+            inner: Arc::new(DomainInner {
+                fid,
+                info,
+                fabric: fabric.inner.clone(),
+            }),
+        })
+    }
+
+    /// The `fi_info` the domain was opened with.
+    pub fn info(&self) -> &InfoEntry {
+        &self.inner.info
+    }
+
+    /// The fabric it belongs to.
+    pub fn fabric(&self) -> Fabric {
+        Fabric {
+            inner: self.inner.fabric.clone(),
+        }
+    }
+
+    /// The raw `fid_domain`.
+    pub fn as_raw(&self) -> *mut sys::fid_domain {
+        self.inner.fid.as_ptr()
+    }
+
+    /// Closes the domain now, returning its error; [`Error::InUse`] while
+    /// other handles or objects opened from it exist.
+    pub fn close(self) -> Result<()> {
+        close_last(self.inner, "domain", |inner| inner.fid.close())
+    }
+}
+
+impl std::fmt::Debug for Domain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Domain")
+            .field("provider", &self.info().provider())
+            .field("name", &self.info().domain_name())
+            .finish()
+    }
+}

@@ -1,0 +1,757 @@
+//! Event queues, per fi_eq(3): connection management and asynchronous
+//! control events.
+//!
+//! ```
+//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, Read}, wait::WaitObj, EventQueue, Fabric};
+//! use std::time::Duration;
+//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! let fabric = Fabric::open(list.first().unwrap())?;
+//! let eq = EventQueue::open(&fabric, &EqAttr::new().size(64).wait(WaitObj::Fd).write(true))?;
+//! eq.write_notify(eq.fid(), 0x1234, 42)?;
+//! let mut buf = EventBuf::new();
+//! match eq.sread(&mut buf, Some(Duration::from_secs(1)))? {
+//!     Read::Event(Event::Notify(entry)) => assert_eq!((entry.context, entry.data), (0x1234, 42)),
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! # Ok::<(), libfabric::Error>(())
+//! ```
+
+use crate::error::{check, check_len, Errno, Error, Result, EAGAIN, EAVAIL};
+use crate::fabric::{Fabric, FabricInner};
+use crate::fid::{close_last, OwnedFid};
+use crate::info::Info;
+use crate::wait::{query_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable};
+use libfabric_sys::fabric as sys;
+use std::ffi::{c_void, CStr};
+use std::fmt;
+use std::mem::size_of;
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+/// The identity of a libfabric object (the address of its `struct fid`), as
+/// events and completions name it. Compare with the `fid()` of objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Fid(pub(crate) usize);
+
+impl Fid {
+    pub(crate) fn from_raw(raw: *mut sys::fid) -> Self {
+        Fid(raw as usize)
+    }
+
+    /// The address, for logging.
+    pub fn addr(self) -> usize {
+        self.0
+    }
+}
+
+/// Attributes of an event queue (`struct fi_eq_attr`).
+#[derive(Debug, Clone)]
+pub struct EqAttr {
+    size: usize,
+    flags: u64,
+    wait_obj: WaitObj,
+    signaling_vector: i32,
+    wait_set: Option<WaitSet>,
+}
+
+impl Default for EqAttr {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EqAttr {
+    /// Provider default size, `FI_WAIT_NONE`, no flags.
+    pub fn new() -> Self {
+        EqAttr {
+            size: 0,
+            flags: 0,
+            wait_obj: WaitObj::None,
+            signaling_vector: 0,
+            wait_set: None,
+        }
+    }
+
+    /// Minimum number of entries (0: provider default).
+    pub fn size(mut self, size: usize) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// `FI_WRITE`: the application inserts its own events with
+    /// [`EventQueue::write_notify`]. Without it, writes are refused.
+    pub fn write(mut self, enable: bool) -> Self {
+        if enable {
+            self.flags |= sys::FI_WRITE;
+        } else {
+            self.flags &= !sys::FI_WRITE;
+        }
+        self
+    }
+
+    /// The wait object (default `FI_WAIT_NONE`).
+    pub fn wait(mut self, wait_obj: WaitObj) -> Self {
+        self.wait_obj = wait_obj;
+        self
+    }
+
+    /// Signal this wait set (`FI_WAIT_SET`).
+    pub fn wait_set(mut self, set: &WaitSet) -> Self {
+        self.wait_obj = WaitObj::Set;
+        self.wait_set = Some(set.clone());
+        self
+    }
+
+    /// `FI_AFFINITY` with this signaling vector (a CPU core).
+    pub fn signaling_vector(mut self, vector: i32) -> Self {
+        self.flags |= sys::FI_AFFINITY;
+        self.signaling_vector = vector;
+        self
+    }
+}
+
+/// Objects bound to a queue, to resolve the fid of an event.
+#[derive(Default)]
+pub(crate) struct Registry {
+    entries: Mutex<Vec<(Fid, RegisteredObject)>>,
+}
+
+#[derive(Clone)]
+pub(crate) enum RegisteredObject {
+    Endpoint(Weak<crate::ep::EpInner>),
+    Passive(Weak<crate::ep::PepInner>),
+}
+
+impl Registry {
+    pub(crate) fn insert(&self, fid: Fid, obj: RegisteredObject) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|(_, o)| match o {
+            RegisteredObject::Endpoint(w) => w.strong_count() > 0,
+            RegisteredObject::Passive(w) => w.strong_count() > 0,
+        });
+        entries.push((fid, obj));
+    }
+
+    fn find(&self, fid: Fid) -> Option<RegisteredObject> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .iter()
+            .rev()
+            .find(|(f, _)| *f == fid)
+            .map(|(_, o)| o.clone())
+    }
+}
+
+pub(crate) struct EqInner {
+    pub(crate) fid: OwnedFid<sys::fid_eq>,
+    pub(crate) fabric: Arc<FabricInner>,
+    _wait_set: Option<Arc<WaitSetInner>>,
+    wait_obj: WaitObj,
+    writable: bool,
+    /// Largest connection data any endpoint bound to the queue may carry.
+    pub(crate) max_cm_data: AtomicUsize,
+    pub(crate) registry: Registry,
+}
+
+/// An open event queue. Cloning gives another handle; endpoints bound to it
+/// hold one too, so it stays open while they exist.
+#[derive(Clone)]
+pub struct EventQueue {
+    pub(crate) inner: Arc<EqInner>,
+}
+
+/// A caller-owned buffer for one event, reused across reads so that reading
+/// allocates nothing. Its size always covers the largest connection data of
+/// the endpoints bound to the queue (a read refuses a smaller one), because a
+/// provider writes as much of an event as fits and drops the rest.
+pub struct EventBuf {
+    words: Box<[u64]>,
+}
+
+/// Connection data capacity of [`EventBuf::new`]: more than any libfabric
+/// 1.x provider allows (`FI_OPT_CM_DATA_SIZE` is at most a few hundred bytes).
+pub const DEFAULT_CM_DATA_CAPACITY: usize = 1024;
+
+impl Default for EventBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventBuf {
+    /// Room for any event with up to [`DEFAULT_CM_DATA_CAPACITY`] bytes of
+    /// connection data.
+    pub fn new() -> Self {
+        Self::with_cm_data_capacity(DEFAULT_CM_DATA_CAPACITY)
+    }
+
+    /// Room for any event with up to `bytes` of connection data.
+    pub fn with_cm_data_capacity(bytes: usize) -> Self {
+        let len = (size_of::<sys::fi_eq_cm_entry>() + bytes).max(size_of::<sys::fi_eq_entry>());
+        EventBuf {
+            words: vec![0u64; len.div_ceil(8)].into_boxed_slice(),
+        }
+    }
+
+    /// Bytes of connection data an event read into it may carry.
+    pub fn cm_data_capacity(&self) -> usize {
+        self.len() - size_of::<sys::fi_eq_cm_entry>()
+    }
+
+    fn len(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+/// A caller-owned buffer that error entries copy their provider-specific
+/// `err_data` into, so that the data stays valid as long as the caller
+/// wants (fi_eq(3)/fi_cq(3): since API 1.5 a non-zero `err_data_size`
+/// makes the provider copy into the application's buffer).
+pub struct ErrDataBuf {
+    data: Box<[u8]>,
+}
+
+impl Default for ErrDataBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ErrDataBuf {
+    /// 4 KiB.
+    pub fn new() -> Self {
+        Self::with_capacity(4096)
+    }
+
+    /// `bytes` of room.
+    pub fn with_capacity(bytes: usize) -> Self {
+        ErrDataBuf {
+            data: vec![0u8; bytes.max(1)].into_boxed_slice(),
+        }
+    }
+
+    pub(crate) fn raw_parts(&mut self) -> (*mut c_void, usize) {
+        (self.data.as_mut_ptr().cast(), self.data.len())
+    }
+
+    /// After a readerr: the err_data as a slice of this buffer, copying it
+    /// in if the provider handed out its own pointer instead.
+    pub(crate) fn finish(&mut self, err_data: *mut c_void, size: usize) -> &[u8] {
+        let ours = self.data.as_mut_ptr().cast::<c_void>();
+        if err_data.is_null() || size == 0 {
+            return &[];
+        }
+        let n = size.min(self.data.len());
+        if err_data != ours {
+            // SAFETY: the provider's err_data is valid for size bytes until
+            // the next read of the queue; copy it now.
+            unsafe { ptr::copy_nonoverlapping(err_data.cast::<u8>(), self.data.as_mut_ptr(), n) };
+        }
+        &self.data[..n]
+    }
+}
+
+/// A plain event entry (`struct fi_eq_entry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// The object the event is about.
+    pub fid: Fid,
+    /// The context the object was opened or the operation posted with.
+    pub context: usize,
+    /// Event data.
+    pub data: u64,
+}
+
+/// A connection request (`FI_CONNREQ`) for a passive endpoint.
+pub struct ConnReq<'b> {
+    /// The passive endpoint that received it.
+    pub fid: Fid,
+    /// The `fi_info` to open the new endpoint with (or to reject), owned
+    /// and freed once; `None` for a peeked event, whose info still belongs to
+    /// the queue.
+    pub info: Option<Info>,
+    /// The connection data the peer sent (length from the read's return value).
+    pub data: &'b [u8],
+}
+
+/// `FI_CONNECTED` or `FI_SHUTDOWN`.
+#[derive(Debug)]
+pub struct CmEntry<'b> {
+    /// The endpoint.
+    pub fid: Fid,
+    /// Connection data (the accepting side's, on the active side).
+    pub data: &'b [u8],
+}
+
+/// One event read from an event queue.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Event<'b> {
+    /// `FI_NOTIFY`: an event written by the application or a provider notice.
+    Notify(Entry),
+    /// `FI_MR_COMPLETE`: an asynchronous memory registration finished.
+    MrComplete(Entry),
+    /// `FI_AV_COMPLETE`: an asynchronous address vector insert finished.
+    AvComplete(Entry),
+    /// `FI_JOIN_COMPLETE`: a multicast join finished.
+    JoinComplete(Entry),
+    /// `FI_CONNREQ`
+    ConnReq(ConnReq<'b>),
+    /// `FI_CONNECTED`
+    Connected(CmEntry<'b>),
+    /// `FI_SHUTDOWN`
+    Shutdown(CmEntry<'b>),
+    /// An event type this crate does not name, with its raw bytes.
+    Unknown {
+        /// The event number.
+        event: u32,
+        /// The entry as the provider wrote it.
+        bytes: &'b [u8],
+    },
+}
+
+impl Event<'_> {
+    /// The fid the event names.
+    pub fn fid(&self) -> Option<Fid> {
+        match self {
+            Event::Notify(e)
+            | Event::MrComplete(e)
+            | Event::AvComplete(e)
+            | Event::JoinComplete(e) => Some(e.fid),
+            Event::ConnReq(c) => Some(c.fid),
+            Event::Connected(c) | Event::Shutdown(c) => Some(c.fid),
+            Event::Unknown { .. } => None,
+        }
+    }
+}
+
+impl fmt::Debug for ConnReq<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnReq")
+            .field("fid", &self.fid)
+            .field("info", &self.info)
+            .field("data_len", &self.data.len())
+            .finish()
+    }
+}
+
+/// What a read of an event queue found.
+#[derive(Debug)]
+#[must_use]
+pub enum Read<'b> {
+    /// An event.
+    Event(Event<'b>),
+    /// Nothing to read (`-FI_EAGAIN`).
+    Empty,
+    /// The timeout of a blocking read passed.
+    TimedOut,
+    /// An error entry is waiting (`-FI_EAVAIL`): read it with
+    /// [`EventQueue::read_err`].
+    ErrorPending,
+}
+
+/// An error entry (`struct fi_eq_err_entry`), its `err_data` copied into the
+/// caller's [`ErrDataBuf`].
+#[derive(Debug)]
+pub struct EqError<'b> {
+    /// The object the error is about.
+    pub fid: Fid,
+    /// Its context.
+    pub context: usize,
+    /// Event data (for example the event type).
+    pub data: u64,
+    /// The error.
+    pub err: Errno,
+    /// The provider's own error number (see [`EventQueue::strerror`]).
+    pub prov_errno: i32,
+    /// Provider-specific error data; for a rejected connection, the
+    /// rejecting side's connection data.
+    pub err_data: &'b [u8],
+}
+
+/// The object an event's fid names, from [`EventQueue::resolve`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum EventSource {
+    /// An endpoint bound to the queue.
+    Endpoint(crate::Endpoint),
+    /// A passive endpoint bound to the queue.
+    Passive(crate::PassiveEndpoint),
+}
+
+impl EventQueue {
+    /// `fi_eq_open`.
+    ///
+    /// A wait object the provider cannot give is
+    /// [`Error::UnsupportedWait`] (the tcp provider refuses
+    /// `FI_WAIT_MUTEX_COND` and `FI_WAIT_YIELD`).
+    #[doc(alias = "fi_eq_open")]
+    pub fn open(fabric: &Fabric, attr: &EqAttr) -> Result<Self> {
+        let mut raw_attr = sys::fi_eq_attr {
+            size: attr.size,
+            flags: attr.flags,
+            wait_obj: attr.wait_obj.raw(),
+            signaling_vector: attr.signaling_vector,
+            wait_set: attr
+                .wait_set
+                .as_ref()
+                .map_or(ptr::null_mut(), |s| s.inner.fid.as_ptr()),
+        };
+        if attr.wait_obj == WaitObj::Set && attr.wait_set.is_none() {
+            return Err(Error::UnsupportedWait {
+                queue: "event queue",
+                requested: WaitObj::Set,
+                reason: "FI_WAIT_SET needs a wait set: use EqAttr::wait_set",
+            });
+        }
+        let mut raw = ptr::null_mut();
+        // SAFETY: fi_eq_open(3) reads attr and opens an EQ on the open
+        // fabric; OwnedFid closes it before the fabric handle is released.
+        let ret = unsafe {
+            sys::fi_eq_open(
+                fabric.inner.fid.as_ptr(),
+                &mut raw_attr,
+                &mut raw,
+                ptr::null_mut(),
+            )
+        };
+        if ret < 0
+            && attr.wait_obj != WaitObj::None
+            && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
+        {
+            return Err(Error::UnsupportedWait {
+                queue: "event queue",
+                requested: attr.wait_obj,
+                reason: "the provider refused it (fi_eq_open returned -FI_EINVAL or -FI_ENOSYS)",
+            });
+        }
+        check("fi_eq_open", ret)?;
+        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_eq_open", -libc::EINVAL))?;
+        let wait_obj = query_wait_obj(fid.fid(), attr.wait_obj);
+        Ok(EventQueue {
+            inner: Arc::new(EqInner {
+                fid,
+                fabric: fabric.inner.clone(),
+                _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
+                wait_obj,
+                writable: attr.flags & sys::FI_WRITE != 0,
+                max_cm_data: AtomicUsize::new(0),
+                registry: Registry::default(),
+            }),
+        })
+    }
+
+    /// The queue's own fid.
+    pub fn fid(&self) -> Fid {
+        Fid::from_raw(self.inner.fid.fid())
+    }
+
+    /// The raw `fid_eq`.
+    pub fn as_raw(&self) -> *mut sys::fid_eq {
+        self.inner.fid.as_ptr()
+    }
+
+    /// `fi_eq_read`: the next event, without blocking.
+    #[doc(alias = "fi_eq_read")]
+    #[inline]
+    pub fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<Read<'b>> {
+        self.read_flags(buf, 0, "fi_eq_read")
+    }
+
+    /// `fi_eq_read` with `FI_PEEK`: the next event, left in the queue. A
+    /// peeked connection request carries no `info` (it still belongs to the
+    /// queue until read).
+    #[doc(alias = "FI_PEEK")]
+    pub fn peek<'b>(&self, buf: &'b mut EventBuf) -> Result<Read<'b>> {
+        self.read_flags(buf, sys::FI_PEEK, "fi_eq_read(FI_PEEK)")
+    }
+
+    fn check_buf(&self, buf: &EventBuf) -> Result<()> {
+        let needed = self.inner.max_cm_data.load(Ordering::Relaxed);
+        if buf.cm_data_capacity() < needed {
+            return Err(Error::BufferTooSmall {
+                what: "EventBuf connection data capacity",
+                needed,
+                given: buf.cm_data_capacity(),
+            });
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn read_flags<'b>(
+        &self,
+        buf: &'b mut EventBuf,
+        flags: u64,
+        call: &'static str,
+    ) -> Result<Read<'b>> {
+        let (ret, event) = self.read_raw(buf, flags)?;
+        decode(ret, event, buf, flags & sys::FI_PEEK != 0, call)
+    }
+
+    /// One `fi_eq_read`, undecoded: (return value, event type).
+    #[inline]
+    pub(crate) fn read_raw(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
+        self.check_buf(buf)?;
+        let mut event = 0u32;
+        // SAFETY: fi_eq_read(3): buf is writable for len bytes, aligned for
+        // any entry type (u64 words); event receives the type.
+        let ret = unsafe {
+            sys::fi_eq_read(
+                self.inner.fid.as_ptr(),
+                &mut event,
+                buf.words.as_mut_ptr().cast(),
+                buf.len(),
+                flags,
+            )
+        };
+        Ok((ret, event))
+    }
+
+    /// `fi_eq_sread`: the next event, blocking up to `timeout` (`None`:
+    /// forever). Needs a queue opened with a wait object other than
+    /// `FI_WAIT_NONE` and `FI_WAIT_SET` ([`Error::WrongWaitMode`]).
+    #[doc(alias = "fi_eq_sread")]
+    pub fn sread<'b>(&self, buf: &'b mut EventBuf, timeout: Option<Duration>) -> Result<Read<'b>> {
+        self.sread_flags(buf, timeout, 0)
+    }
+
+    /// `fi_eq_sread` with `FI_PEEK`.
+    pub fn speek<'b>(&self, buf: &'b mut EventBuf, timeout: Option<Duration>) -> Result<Read<'b>> {
+        self.sread_flags(buf, timeout, sys::FI_PEEK)
+    }
+
+    fn sread_flags<'b>(
+        &self,
+        buf: &'b mut EventBuf,
+        timeout: Option<Duration>,
+        flags: u64,
+    ) -> Result<Read<'b>> {
+        if !self.inner.wait_obj.can_sread() {
+            return Err(Error::WrongWaitMode {
+                call: "fi_eq_sread",
+                needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD or FI_WAIT_POLLFD",
+                actual: self.inner.wait_obj,
+            });
+        }
+        self.check_buf(buf)?;
+        let mut event = 0u32;
+        // SAFETY: as in read; sread blocks at most timeout ms.
+        let ret = unsafe {
+            sys::fi_eq_sread(
+                self.inner.fid.as_ptr(),
+                &mut event,
+                buf.words.as_mut_ptr().cast(),
+                buf.len(),
+                timeout_ms(timeout),
+                flags,
+            )
+        };
+        match decode(ret, event, buf, flags & sys::FI_PEEK != 0, "fi_eq_sread")? {
+            Read::Empty => Ok(Read::TimedOut),
+            other => Ok(other),
+        }
+    }
+
+    /// `fi_eq_readerr`: the next error entry, its `err_data` copied into
+    /// `buf`; `None` when there is none.
+    #[doc(alias = "fi_eq_readerr")]
+    pub fn read_err<'b>(&self, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<'b>>> {
+        let (data, size) = buf.raw_parts();
+        let mut entry = sys::fi_eq_err_entry {
+            err_data: data,
+            err_data_size: size,
+            ..Default::default()
+        };
+        // SAFETY: fi_eq_readerr(3): entry is a full fi_eq_err_entry; with
+        // err_data_size non-zero the provider copies err_data into our
+        // buffer (API >= 1.5, which getinfo requests).
+        let ret = unsafe { sys::fi_eq_readerr(self.inner.fid.as_ptr(), &mut entry, 0) };
+        if ret == EAGAIN {
+            return Ok(None);
+        }
+        check_len("fi_eq_readerr", ret)?;
+        let err_data = buf.finish(entry.err_data, entry.err_data_size);
+        Ok(Some(EqError {
+            fid: Fid::from_raw(entry.fid),
+            context: entry.context as usize,
+            data: entry.data,
+            err: Errno::from_raw(entry.err),
+            prov_errno: entry.prov_errno,
+            err_data,
+        }))
+    }
+
+    /// `fi_eq_write` of an `FI_NOTIFY` event (a `struct fi_eq_entry`). Needs
+    /// a queue opened with [`EqAttr::write`].
+    #[doc(alias = "fi_eq_write")]
+    pub fn write_notify(&self, fid: Fid, context: usize, data: u64) -> Result<()> {
+        if !self.inner.writable {
+            return Err(Error::InvalidArgument(
+                "fi_eq_write needs an event queue opened with FI_WRITE (EqAttr::write(true))"
+                    .into(),
+            ));
+        }
+        let entry = sys::fi_eq_entry {
+            fid: fid.0 as *mut sys::fid,
+            context: context as *mut c_void,
+            data,
+        };
+        // SAFETY: fi_eq_write(3) copies len bytes of the entry into the
+        // queue; the fid is only data to the provider for user events.
+        let ret = unsafe {
+            sys::fi_eq_write(
+                self.inner.fid.as_ptr(),
+                sys::FI_NOTIFY,
+                (&entry as *const sys::fi_eq_entry).cast(),
+                size_of::<sys::fi_eq_entry>(),
+                0,
+            )
+        };
+        let n = check_len("fi_eq_write", ret)?;
+        if n != size_of::<sys::fi_eq_entry>() {
+            return Err(Error::fabric("fi_eq_write", -libc::EIO));
+        }
+        Ok(())
+    }
+
+    /// `fi_eq_strerror`: the provider's text for an error entry.
+    #[doc(alias = "fi_eq_strerror")]
+    pub fn strerror(&self, err: &EqError<'_>) -> String {
+        let mut text = [0 as std::ffi::c_char; 256];
+        // SAFETY: fi_eq_strerror(3) writes at most len bytes into buf (NUL
+        // terminated) and returns a pointer to a NUL-terminated string,
+        // either buf or a static one; err_data is passed back as read.
+        unsafe {
+            let p = sys::fi_eq_strerror(
+                self.inner.fid.as_ptr(),
+                err.prov_errno,
+                err.err_data.as_ptr().cast(),
+                text.as_mut_ptr(),
+                text.len(),
+            );
+            if p.is_null() {
+                return String::new();
+            }
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
+
+    /// The endpoint or passive endpoint bound to this queue that `fid`
+    /// names, if it is still open.
+    pub fn resolve(&self, fid: Fid) -> Option<EventSource> {
+        match self.inner.registry.find(fid)? {
+            RegisteredObject::Endpoint(w) => w
+                .upgrade()
+                .map(|inner| EventSource::Endpoint(crate::Endpoint { inner })),
+            RegisteredObject::Passive(w) => w
+                .upgrade()
+                .map(|inner| EventSource::Passive(crate::PassiveEndpoint { inner })),
+        }
+    }
+
+    /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or
+    /// other handles exist.
+    pub fn close(self) -> Result<()> {
+        close_last(self.inner, "event queue", |i| i.fid.close())
+    }
+}
+
+#[inline]
+pub(crate) fn decode<'b>(
+    ret: isize,
+    event: u32,
+    buf: &'b mut EventBuf,
+    peek: bool,
+    call: &'static str,
+) -> Result<Read<'b>> {
+    if ret == EAGAIN {
+        return Ok(Read::Empty);
+    }
+    if ret == EAVAIL {
+        return Ok(Read::ErrorPending);
+    }
+    let len = check_len(call, ret)?;
+    let bytes: &'b [u8] = {
+        let all = &buf.words[..];
+        // SAFETY: the provider wrote len <= buf.len() bytes; u64 storage
+        // viewed as bytes.
+        unsafe { std::slice::from_raw_parts(all.as_ptr().cast::<u8>(), len.min(buf.len())) }
+    };
+    let entry = || -> Result<Entry> {
+        if len < size_of::<sys::fi_eq_entry>() {
+            return Err(Error::fabric(call, -libc::EIO));
+        }
+        // SAFETY: at least a full fi_eq_entry was written; u64 alignment.
+        let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_entry) };
+        Ok(Entry {
+            fid: Fid::from_raw(e.fid),
+            context: e.context as usize,
+            data: e.data,
+        })
+    };
+    let cm = || -> Result<(Fid, *mut sys::fi_info, &'b [u8])> {
+        let head = size_of::<sys::fi_eq_cm_entry>();
+        if len < head {
+            return Err(Error::fabric(call, -libc::EIO));
+        }
+        // SAFETY: at least the fixed part of fi_eq_cm_entry was written.
+        let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_cm_entry) };
+        Ok((Fid::from_raw(e.fid), e.info, &bytes[head..]))
+    };
+    Ok(Read::Event(match event {
+        sys::FI_NOTIFY => Event::Notify(entry()?),
+        sys::FI_MR_COMPLETE => Event::MrComplete(entry()?),
+        sys::FI_AV_COMPLETE => Event::AvComplete(entry()?),
+        sys::FI_JOIN_COMPLETE => Event::JoinComplete(entry()?),
+        sys::FI_CONNREQ => {
+            let (fid, info, data) = cm()?;
+            // A read hands the fi_info to the application, which must free
+            // it (fi_eq(3)); a peek leaves it with the queue.
+            let info = if peek { None } else { Info::from_raw(info) };
+            Event::ConnReq(ConnReq { fid, info, data })
+        }
+        sys::FI_CONNECTED => {
+            let (fid, info, data) = cm()?;
+            if !peek {
+                // Not expected for CONNECTED, but an fi_info handed to the
+                // application is its to free.
+                drop(Info::from_raw(info));
+            }
+            Event::Connected(CmEntry { fid, data })
+        }
+        sys::FI_SHUTDOWN => {
+            let (fid, _, data) = cm()?;
+            Event::Shutdown(CmEntry { fid, data })
+        }
+        other => Event::Unknown {
+            event: other,
+            bytes,
+        },
+    }))
+}
+
+impl sealed::Sealed for EventQueue {}
+
+impl Waitable for EventQueue {
+    fn wait_fid(&self) -> *mut sys::fid {
+        self.inner.fid.fid()
+    }
+    fn fabric_ptr(&self) -> *const () {
+        Arc::as_ptr(&self.inner.fabric).cast()
+    }
+    fn wait_obj(&self) -> WaitObj {
+        self.inner.wait_obj
+    }
+}
+
+impl fmt::Debug for EventQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventQueue")
+            .field("fid", &self.fid())
+            .field("wait_obj", &self.inner.wait_obj)
+            .finish()
+    }
+}

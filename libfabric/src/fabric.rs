@@ -1,0 +1,70 @@
+//! `fi_fabric(3)`: the fabric, parent of domains, event queues and passive
+//! endpoints.
+
+use crate::error::{check, Error, Result};
+use crate::fid::{close_last, OwnedFid};
+use crate::info::InfoEntry;
+use libfabric_sys::fabric as sys;
+use std::ptr;
+use std::sync::Arc;
+
+pub(crate) struct FabricInner {
+    pub(crate) fid: OwnedFid<sys::fid_fabric>,
+}
+
+/// An open fabric. Cloning gives another handle to the same fabric; it is
+/// closed when the last handle, and every object opened from it, is gone.
+///
+/// ```
+/// use libfabric::{info::{getinfo, Hints}, Fabric};
+/// let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+/// let fabric = Fabric::open(list.first().unwrap())?;
+/// fabric.close()?;
+/// # Ok::<(), libfabric::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Fabric {
+    pub(crate) inner: Arc<FabricInner>,
+}
+
+impl Fabric {
+    /// `fi_fabric`: opens the fabric that `info` names.
+    #[doc(alias = "fi_fabric")]
+    pub fn open(info: &InfoEntry) -> Result<Self> {
+        // SAFETY: as_raw is a valid fi_info; a NULL fabric_attr is refused.
+        let attr = unsafe { (*info.as_raw()).fabric_attr };
+        if attr.is_null() {
+            return Err(Error::InvalidArgument(
+                "the fi_info has no fabric_attr".into(),
+            ));
+        }
+        let mut raw = ptr::null_mut();
+        // SAFETY: fi_fabric(3) reads attr and returns an open fabric in raw,
+        // which OwnedFid closes once.
+        let ret = unsafe { sys::fi_fabric(attr, &mut raw, ptr::null_mut()) };
+        check("fi_fabric", ret)?;
+        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_fabric", -libc::EINVAL))?;
+        Ok(Fabric {
+            inner: Arc::new(FabricInner { fid }),
+        })
+    }
+
+    /// The raw `fid_fabric`, for calls this crate does not wrap.
+    pub fn as_raw(&self) -> *mut sys::fid_fabric {
+        self.inner.fid.as_ptr()
+    }
+
+    /// Closes the fabric now (`fi_close`), returning its error. Fails with
+    /// [`Error::InUse`] while other handles or objects opened from it exist.
+    pub fn close(self) -> Result<()> {
+        close_last(self.inner, "fabric", |inner| inner.fid.close())
+    }
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("raw", &self.as_raw())
+            .finish()
+    }
+}

@@ -1,0 +1,91 @@
+//! The one place that closes libfabric objects.
+
+use crate::error::{check, Result};
+use libfabric_sys::fabric as sys;
+use std::ptr::NonNull;
+
+/// A libfabric object type whose first member is its `struct fid`.
+pub(crate) trait RawFid {}
+
+macro_rules! raw_fid {
+    ($($ty:ident)*) => {$( impl RawFid for sys::$ty {} )*};
+}
+
+raw_fid!(fid_fabric fid_domain fid_eq fid_cq fid_ep fid_pep fid_av fid_mr fid_wait fid_poll);
+
+/// Owns one open libfabric object and closes it (`fi_close`) exactly once:
+/// through [`OwnedFid::close`], or else when dropped, where a failure is
+/// ignored because Drop must not panic.
+///
+/// Every wrapper declares its `OwnedFid` as its first field, so the object is
+/// closed before the parents and bound objects held in later fields are
+/// released: children close first, which is the order fi_close(3) requires
+/// (closing a parent with children open fails with `-FI_EBUSY`).
+pub(crate) struct OwnedFid<T: RawFid> {
+    raw: NonNull<T>,
+    closed: bool,
+}
+
+// SAFETY: this crate opens domains only with FI_THREAD_SAFE (checked in
+// `Domain::open`), under which fi_domain(3) allows any object to be used
+// through any interface from any thread at once; fabric-level objects (EQs,
+// wait sets) are always thread safe. The pointer itself is just an address.
+unsafe impl<T: RawFid> Send for OwnedFid<T> {}
+// SAFETY: as above.
+unsafe impl<T: RawFid> Sync for OwnedFid<T> {}
+
+impl<T: RawFid> OwnedFid<T> {
+    /// Takes ownership of an object just opened. `raw` must point to an open
+    /// object of type T that nothing else closes.
+    pub(crate) fn new(raw: *mut T) -> Option<Self> {
+        NonNull::new(raw).map(|raw| OwnedFid { raw, closed: false })
+    }
+
+    /// The object.
+    #[inline(always)]
+    pub(crate) fn as_ptr(&self) -> *mut T {
+        self.raw.as_ptr()
+    }
+
+    /// Its `struct fid`.
+    #[inline(always)]
+    pub(crate) fn fid(&self) -> *mut sys::fid {
+        // Every fid_* struct starts with `struct fid fid;`.
+        self.raw.as_ptr().cast()
+    }
+
+    /// Closes now and reports the result.
+    pub(crate) fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        // SAFETY: the object is open (closed was false) and owned by self;
+        // after this call it is never used again.
+        check("fi_close", unsafe { sys::fi_close(self.fid()) })
+    }
+}
+
+impl<T: RawFid> Drop for OwnedFid<T> {
+    fn drop(&mut self) {
+        // An error here (say -FI_EBUSY) cannot be reported from Drop; the
+        // ownership rules of this crate make it not happen in safe code.
+        let _ = self.close();
+    }
+}
+
+/// Closes the object behind `arc` now if this is the last handle, or reports
+/// how many other handles keep it open.
+pub(crate) fn close_last<I>(
+    arc: std::sync::Arc<I>,
+    name: &'static str,
+    close: impl FnOnce(&mut I) -> Result<()>,
+) -> Result<()> {
+    match std::sync::Arc::try_unwrap(arc) {
+        Ok(mut inner) => close(&mut inner),
+        Err(shared) => Err(crate::Error::InUse {
+            object: name,
+            users: std::sync::Arc::strong_count(&shared) - 1,
+        }),
+    }
+}

@@ -1,0 +1,683 @@
+//! Discovery: `fi_getinfo(3)` hints, the list of matching providers and the
+//! owned `fi_info` entries that open fabrics, domains and endpoints.
+
+use crate::error::{check, Error, Result};
+use bitflags::bitflags;
+use libfabric_sys::fabric as sys;
+use std::ffi::{c_char, CStr, CString};
+use std::fmt;
+use std::ops::Deref;
+use std::ptr::{self, NonNull};
+
+bitflags! {
+    /// Capabilities (`fi_info::caps`, `FI_MSG`, `FI_TAGGED`, ...).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Caps: u64 {
+        /// `FI_MSG`: send and receive messages.
+        const MSG = sys::FI_MSG;
+        /// `FI_RMA`
+        const RMA = sys::FI_RMA;
+        /// `FI_TAGGED`: tagged messages.
+        const TAGGED = sys::FI_TAGGED;
+        /// `FI_ATOMIC`
+        const ATOMIC = sys::FI_ATOMIC;
+        /// `FI_READ`
+        const READ = sys::FI_READ;
+        /// `FI_WRITE`
+        const WRITE = sys::FI_WRITE;
+        /// `FI_RECV`
+        const RECV = sys::FI_RECV;
+        /// `FI_SEND`
+        const SEND = sys::FI_SEND;
+        /// `FI_REMOTE_READ`
+        const REMOTE_READ = sys::FI_REMOTE_READ;
+        /// `FI_REMOTE_WRITE`
+        const REMOTE_WRITE = sys::FI_REMOTE_WRITE;
+        /// `FI_MULTI_RECV`
+        const MULTI_RECV = sys::FI_MULTI_RECV;
+        /// `FI_SOURCE`: completions carry the source address (`read_from`).
+        const SOURCE = sys::FI_SOURCE;
+        /// `FI_SOURCE_ERR`
+        const SOURCE_ERR = sys::FI_SOURCE_ERR;
+        /// `FI_DIRECTED_RECV`
+        const DIRECTED_RECV = sys::FI_DIRECTED_RECV;
+        /// `FI_RMA_EVENT`
+        const RMA_EVENT = sys::FI_RMA_EVENT;
+        /// `FI_LOCAL_COMM`
+        const LOCAL_COMM = sys::FI_LOCAL_COMM;
+        /// `FI_REMOTE_COMM`
+        const REMOTE_COMM = sys::FI_REMOTE_COMM;
+        /// `FI_HMEM`
+        const HMEM = sys::FI_HMEM;
+        /// Bits this crate does not name.
+        const _ = !0;
+    }
+}
+
+bitflags! {
+    /// Mode bits (`fi_info::mode`): what the application promises to do.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Mode: u64 {
+        /// `FI_CONTEXT`
+        const CONTEXT = sys::FI_CONTEXT;
+        /// `FI_CONTEXT2`
+        const CONTEXT2 = sys::FI_CONTEXT2;
+        /// `FI_MSG_PREFIX`
+        const MSG_PREFIX = sys::FI_MSG_PREFIX;
+        /// `FI_RX_CQ_DATA`
+        const RX_CQ_DATA = sys::FI_RX_CQ_DATA;
+        /// `FI_LOCAL_MR` (deprecated).
+        const LOCAL_MR = sys::FI_LOCAL_MR;
+        /// `FI_ASYNC_IOV`
+        const ASYNC_IOV = sys::FI_ASYNC_IOV;
+        /// Bits this crate does not name.
+        const _ = !0;
+    }
+}
+
+/// Endpoint type (`enum fi_ep_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EpType {
+    /// `FI_EP_UNSPEC`
+    Unspec,
+    /// `FI_EP_MSG`: reliable, connected.
+    Msg,
+    /// `FI_EP_RDM`: reliable, unconnected.
+    Rdm,
+    /// `FI_EP_DGRAM`: unreliable datagrams.
+    Dgram,
+    /// A value this crate does not name.
+    Other(u32),
+}
+
+impl EpType {
+    pub(crate) fn raw(self) -> sys::fi_ep_type {
+        match self {
+            EpType::Unspec => sys::FI_EP_UNSPEC,
+            EpType::Msg => sys::FI_EP_MSG,
+            EpType::Rdm => sys::FI_EP_RDM,
+            EpType::Dgram => sys::FI_EP_DGRAM,
+            EpType::Other(v) => v,
+        }
+    }
+
+    pub(crate) fn from_raw(raw: sys::fi_ep_type) -> Self {
+        match raw {
+            sys::FI_EP_UNSPEC => EpType::Unspec,
+            sys::FI_EP_MSG => EpType::Msg,
+            sys::FI_EP_RDM => EpType::Rdm,
+            sys::FI_EP_DGRAM => EpType::Dgram,
+            other => EpType::Other(other),
+        }
+    }
+}
+
+/// Threading model of a domain (`enum fi_threading`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Threading {
+    /// `FI_THREAD_UNSPEC`
+    Unspec,
+    /// `FI_THREAD_SAFE`: every object may be used from any thread at once.
+    Safe,
+    /// `FI_THREAD_FID`
+    Fid,
+    /// `FI_THREAD_DOMAIN`
+    Domain,
+    /// `FI_THREAD_COMPLETION`
+    Completion,
+    /// `FI_THREAD_ENDPOINT`
+    Endpoint,
+    /// A value this crate does not name.
+    Other(u32),
+}
+
+impl Threading {
+    pub(crate) fn from_raw(raw: sys::fi_threading) -> Self {
+        match raw {
+            sys::FI_THREAD_UNSPEC => Threading::Unspec,
+            sys::FI_THREAD_SAFE => Threading::Safe,
+            sys::FI_THREAD_FID => Threading::Fid,
+            sys::FI_THREAD_DOMAIN => Threading::Domain,
+            sys::FI_THREAD_COMPLETION => Threading::Completion,
+            sys::FI_THREAD_ENDPOINT => Threading::Endpoint,
+            other => Threading::Other(other),
+        }
+    }
+}
+
+/// The hints given to [`getinfo`]: what the application needs.
+///
+/// ```
+/// use libfabric::info::{getinfo, Caps, EpType, Hints};
+/// let hints = Hints::new()?
+///     .provider("tcp")?
+///     .ep_type(EpType::Msg)
+///     .caps(Caps::MSG)
+///     .node("127.0.0.1")?;
+/// let list = getinfo(&hints)?;
+/// assert!(list.iter().all(|info| info.provider().starts_with("tcp")));
+/// # Ok::<(), libfabric::Error>(())
+/// ```
+pub struct Hints {
+    info: Info,
+    node: Option<CString>,
+    service: Option<CString>,
+    flags: u64,
+}
+
+impl Hints {
+    /// Empty hints from `fi_allocinfo`, asking for `FI_THREAD_SAFE` domains
+    /// (which this crate's `Send`/`Sync` types rely on).
+    pub fn new() -> Result<Self> {
+        // SAFETY: fi_allocinfo (fi_getinfo(3)) returns a zeroed fi_info with
+        // all attribute structs allocated, or NULL; it is released with
+        // fi_freeinfo, which Info's Drop does.
+        let raw = unsafe { sys::fi_allocinfo() };
+        let info = Info::from_raw(raw).ok_or(Error::Fabric {
+            call: "fi_allocinfo",
+            errno: crate::Errno::NoMem,
+        })?;
+        let mut hints = Hints {
+            info,
+            node: None,
+            service: None,
+            flags: 0,
+        };
+        hints.domain_attr().threading = sys::FI_THREAD_SAFE;
+        Ok(hints)
+    }
+
+    fn raw(&mut self) -> &mut sys::fi_info {
+        // SAFETY: the Info was allocated by fi_allocinfo and is owned
+        // exclusively by these hints.
+        unsafe { &mut *self.info.ptr.as_ptr() }
+    }
+
+    fn domain_attr(&mut self) -> &mut sys::fi_domain_attr {
+        // SAFETY: fi_allocinfo allocates domain_attr.
+        unsafe { &mut *self.raw().domain_attr }
+    }
+
+    /// Only this provider (`fabric_attr->prov_name`), such as `"tcp"`,
+    /// `"tcp;ofi_rxm"` or `"verbs"`.
+    pub fn provider(mut self, name: &str) -> Result<Self> {
+        let name = cstring(name)?;
+        // SAFETY: fabric_attr is allocated by fi_allocinfo; fi_freeinfo
+        // frees prov_name with free(), so it must come from malloc (strdup).
+        unsafe {
+            let attr = &mut *self.raw().fabric_attr;
+            libc::free(attr.prov_name.cast());
+            attr.prov_name = libc::strdup(name.as_ptr());
+        }
+        Ok(self)
+    }
+
+    /// Only this fabric (`fabric_attr->name`).
+    pub fn fabric_name(mut self, name: &str) -> Result<Self> {
+        let name = cstring(name)?;
+        // SAFETY: as in `provider`: malloc'ed string owned by the fi_info.
+        unsafe {
+            let attr = &mut *self.raw().fabric_attr;
+            libc::free(attr.name.cast());
+            attr.name = libc::strdup(name.as_ptr());
+        }
+        Ok(self)
+    }
+
+    /// Only this domain (`domain_attr->name`), such as `"rxe0"`.
+    pub fn domain_name(mut self, name: &str) -> Result<Self> {
+        let name = cstring(name)?;
+        // SAFETY: as in `provider`: malloc'ed string owned by the fi_info.
+        unsafe {
+            let attr = self.domain_attr();
+            libc::free(attr.name.cast());
+            attr.name = libc::strdup(name.as_ptr());
+        }
+        Ok(self)
+    }
+
+    /// Endpoint type.
+    pub fn ep_type(mut self, ty: EpType) -> Self {
+        // SAFETY: fi_allocinfo allocates ep_attr.
+        unsafe { (*self.raw().ep_attr).type_ = ty.raw() };
+        self
+    }
+
+    /// Capabilities needed.
+    pub fn caps(mut self, caps: Caps) -> Self {
+        self.raw().caps = caps.bits();
+        self
+    }
+
+    /// Mode bits the application supports.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.raw().mode = mode.bits();
+        self
+    }
+
+    /// Memory registration modes the application supports (`FI_MR_*`).
+    pub fn mr_mode(mut self, mr_mode: i32) -> Self {
+        self.domain_attr().mr_mode = mr_mode;
+        self
+    }
+
+    /// Size of remote CQ data the application needs (`domain_attr->cq_data_size`).
+    pub fn cq_data_size(mut self, bytes: usize) -> Self {
+        self.domain_attr().cq_data_size = bytes;
+        self
+    }
+
+    /// Transmit and receive queue depths (`tx_attr->size`, `rx_attr->size`).
+    pub fn queue_sizes(mut self, tx: usize, rx: usize) -> Self {
+        // SAFETY: fi_allocinfo allocates tx_attr and rx_attr.
+        unsafe {
+            (*self.raw().tx_attr).size = tx;
+            (*self.raw().rx_attr).size = rx;
+        }
+        self
+    }
+
+    /// The node (host name or address) to resolve.
+    pub fn node(mut self, node: &str) -> Result<Self> {
+        self.node = Some(cstring(node)?);
+        Ok(self)
+    }
+
+    /// The service (port) to resolve.
+    pub fn service(mut self, service: &str) -> Result<Self> {
+        self.service = Some(cstring(service)?);
+        Ok(self)
+    }
+
+    /// `FI_SOURCE`: node and service name the local address to bind to
+    /// (a listener) instead of the peer.
+    pub fn source(mut self, source: bool) -> Self {
+        if source {
+            self.flags |= sys::FI_SOURCE;
+        } else {
+            self.flags &= !sys::FI_SOURCE;
+        }
+        self
+    }
+
+    fn describe(&self) -> String {
+        let e: &InfoEntry = &self.info;
+        let mut parts = Vec::new();
+        let prov = e.provider();
+        parts.push(format!(
+            "provider {}",
+            if prov.is_empty() { "any" } else { prov }
+        ));
+        parts.push(format!("endpoint type {:?}", e.ep_type()));
+        if !e.caps().is_empty() {
+            parts.push(format!("caps {:?}", e.caps()));
+        }
+        if let Some(node) = &self.node {
+            parts.push(format!("node {}", node.to_string_lossy()));
+        }
+        if let Some(service) = &self.service {
+            parts.push(format!("service {}", service.to_string_lossy()));
+        }
+        parts.join(", ")
+    }
+}
+
+impl fmt::Debug for Hints {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hints")
+            .field("request", &self.describe())
+            .finish()
+    }
+}
+
+fn cstring(s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::InvalidArgument(format!("{s:?} contains a NUL byte")))
+}
+
+/// Checks that the runtime library is at least the header version.
+pub(crate) fn check_runtime_version() -> Result<()> {
+    let runtime = sys::runtime_version();
+    if sys::FI_VERSION_LT(runtime, sys::HEADER_VERSION) {
+        return Err(Error::RuntimeTooOld {
+            runtime_major: sys::FI_MAJOR(runtime),
+            runtime_minor: sys::FI_MINOR(runtime),
+            header_major: sys::FI_MAJOR(sys::HEADER_VERSION),
+            header_minor: sys::FI_MINOR(sys::HEADER_VERSION),
+        });
+    }
+    Ok(())
+}
+
+/// `fi_getinfo`: the providers, fabrics and domains that match `hints`,
+/// asking for the API version of the headers the bindings came from.
+///
+/// No match is [`Error::NoProvider`]; a runtime library older than the
+/// headers is [`Error::RuntimeTooOld`].
+#[doc(alias = "fi_getinfo")]
+pub fn getinfo(hints: &Hints) -> Result<InfoList> {
+    check_runtime_version()?;
+    let mut head = ptr::null_mut();
+    // SAFETY: fi_getinfo(3): node and service are NUL-terminated or NULL,
+    // hints is a valid fi_info; on success *info is a list the caller frees
+    // with fi_freeinfo (InfoList's Drop). fi_getinfo does not keep hints.
+    let ret = unsafe {
+        sys::fi_getinfo(
+            sys::HEADER_VERSION,
+            hints.node.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
+            hints.service.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
+            hints.flags,
+            hints.info.ptr.as_ptr(),
+            &mut head,
+        )
+    };
+    if ret == -sys::errno::FI_ENODATA {
+        return Err(Error::NoProvider {
+            request: hints.describe(),
+        });
+    }
+    check("fi_getinfo", ret)?;
+    Ok(InfoList {
+        head: NonNull::new(head),
+    })
+}
+
+/// The list `fi_getinfo` returned, freed with `fi_freeinfo` when dropped.
+pub struct InfoList {
+    head: Option<NonNull<sys::fi_info>>,
+}
+
+// SAFETY: the list is plain heap data owned by this value; libfabric keeps no
+// reference to it and nothing in it is thread-affine.
+unsafe impl Send for InfoList {}
+// SAFETY: shared access only reads the data.
+unsafe impl Sync for InfoList {}
+
+impl InfoList {
+    /// The entries, best match first.
+    pub fn iter(&self) -> InfoIter<'_> {
+        InfoIter {
+            next: self.head.map(|p| p.as_ptr() as *const _),
+            _list: std::marker::PhantomData,
+        }
+    }
+
+    /// The first (best) entry.
+    pub fn first(&self) -> Option<&InfoEntry> {
+        self.iter().next()
+    }
+
+    /// How many entries there are.
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+}
+
+impl Drop for InfoList {
+    fn drop(&mut self) {
+        if let Some(head) = self.head {
+            // SAFETY: the list came from fi_getinfo and is freed once.
+            unsafe { sys::fi_freeinfo(head.as_ptr()) };
+        }
+    }
+}
+
+impl fmt::Debug for InfoList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> IntoIterator for &'a InfoList {
+    type Item = &'a InfoEntry;
+    type IntoIter = InfoIter<'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl IntoIterator for InfoList {
+    type Item = Info;
+    type IntoIter = std::vec::IntoIter<Info>;
+    /// Owned copies of every entry (`fi_dupinfo`); the list itself is freed.
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+            .filter_map(|e| e.to_owned_info().ok())
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+}
+
+/// Iterator over the entries of an [`InfoList`].
+pub struct InfoIter<'a> {
+    next: Option<*const sys::fi_info>,
+    _list: std::marker::PhantomData<&'a InfoList>,
+}
+
+impl<'a> Iterator for InfoIter<'a> {
+    type Item = &'a InfoEntry;
+    fn next(&mut self) -> Option<&'a InfoEntry> {
+        let cur = self.next?;
+        // SAFETY: cur is a node of a list that lives as long as 'a; InfoEntry
+        // is a transparent wrapper of fi_info.
+        let entry = unsafe { &*(cur as *const InfoEntry) };
+        self.next = NonNull::new(entry.0.next).map(|p| p.as_ptr() as *const _);
+        Some(entry)
+    }
+}
+
+/// One `fi_info`, borrowed from a list or an [`Info`].
+#[repr(transparent)]
+pub struct InfoEntry(sys::fi_info);
+
+fn c_str<'a>(p: *const c_char) -> &'a str {
+    if p.is_null() {
+        ""
+    } else {
+        // SAFETY: libfabric's strings in fi_info are NUL-terminated and live
+        // as long as the fi_info that holds them.
+        unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("")
+    }
+}
+
+fn bytes<'a>(p: *const std::ffi::c_void, len: usize) -> &'a [u8] {
+    if p.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: fi_info(3): src_addr/dest_addr point to *_addrlen bytes
+        // owned by the fi_info.
+        unsafe { std::slice::from_raw_parts(p.cast(), len) }
+    }
+}
+
+impl InfoEntry {
+    /// The raw `fi_info`, for calls this crate does not wrap.
+    pub fn as_raw(&self) -> *const sys::fi_info {
+        &self.0
+    }
+
+    fn fabric_attr(&self) -> Option<&sys::fi_fabric_attr> {
+        // SAFETY: attribute pointers are NULL or valid for the fi_info's life.
+        unsafe { self.0.fabric_attr.as_ref() }
+    }
+
+    fn domain_attr(&self) -> Option<&sys::fi_domain_attr> {
+        // SAFETY: as above.
+        unsafe { self.0.domain_attr.as_ref() }
+    }
+
+    fn ep_attr(&self) -> Option<&sys::fi_ep_attr> {
+        // SAFETY: as above.
+        unsafe { self.0.ep_attr.as_ref() }
+    }
+
+    /// Provider name, such as `"tcp"` or `"tcp;ofi_rxm"`.
+    pub fn provider(&self) -> &str {
+        self.fabric_attr().map_or("", |a| c_str(a.prov_name))
+    }
+
+    /// Fabric name.
+    pub fn fabric_name(&self) -> &str {
+        self.fabric_attr().map_or("", |a| c_str(a.name))
+    }
+
+    /// Domain name.
+    pub fn domain_name(&self) -> &str {
+        self.domain_attr().map_or("", |a| c_str(a.name))
+    }
+
+    /// Endpoint type.
+    pub fn ep_type(&self) -> EpType {
+        EpType::from_raw(self.ep_attr().map_or(sys::FI_EP_UNSPEC, |a| a.type_))
+    }
+
+    /// Capabilities.
+    pub fn caps(&self) -> Caps {
+        Caps::from_bits_retain(self.0.caps)
+    }
+
+    /// Mode bits.
+    pub fn mode(&self) -> Mode {
+        Mode::from_bits_retain(self.0.mode)
+    }
+
+    /// Address format (`FI_SOCKADDR_IN`, ...).
+    pub fn addr_format(&self) -> u32 {
+        self.0.addr_format
+    }
+
+    /// Source address bytes.
+    pub fn src_addr(&self) -> &[u8] {
+        bytes(self.0.src_addr, self.0.src_addrlen)
+    }
+
+    /// Destination address bytes.
+    pub fn dest_addr(&self) -> &[u8] {
+        bytes(self.0.dest_addr, self.0.dest_addrlen)
+    }
+
+    /// Threading model of the domain.
+    pub fn threading(&self) -> Threading {
+        Threading::from_raw(self.domain_attr().map_or(0, |a| a.threading))
+    }
+
+    /// Memory registration mode bits (`FI_MR_*`).
+    pub fn mr_mode(&self) -> i32 {
+        self.domain_attr().map_or(0, |a| a.mr_mode)
+    }
+
+    /// Bytes of remote CQ data the domain carries.
+    pub fn cq_data_size(&self) -> usize {
+        self.domain_attr().map_or(0, |a| a.cq_data_size)
+    }
+
+    /// Largest message.
+    pub fn max_msg_size(&self) -> usize {
+        self.ep_attr().map_or(0, |a| a.max_msg_size)
+    }
+
+    /// Transmit queue depth.
+    pub fn tx_size(&self) -> usize {
+        // SAFETY: NULL or valid for the fi_info's life.
+        unsafe { self.0.tx_attr.as_ref() }.map_or(0, |a| a.size)
+    }
+
+    /// Receive queue depth.
+    pub fn rx_size(&self) -> usize {
+        // SAFETY: NULL or valid for the fi_info's life.
+        unsafe { self.0.rx_attr.as_ref() }.map_or(0, |a| a.size)
+    }
+
+    /// An owned copy (`fi_dupinfo`).
+    pub fn to_owned_info(&self) -> Result<Info> {
+        // SAFETY: fi_dupinfo(3) deep-copies one fi_info (next is not
+        // followed) into memory the caller frees with fi_freeinfo.
+        let dup = unsafe { sys::fi_dupinfo(&self.0) };
+        Info::from_raw(dup).ok_or(Error::Fabric {
+            call: "fi_dupinfo",
+            errno: crate::Errno::NoMem,
+        })
+    }
+
+    /// `fi_tostr(FI_TYPE_INFO)`: libfabric's own multi-line description.
+    pub fn to_text(&self) -> String {
+        let mut buf = vec![0 as c_char; 16384];
+        // SAFETY: fi_tostr_r writes at most len bytes, NUL-terminated, and
+        // returns buf.
+        unsafe {
+            sys::fi_tostr_r(
+                buf.as_mut_ptr(),
+                buf.len(),
+                (&self.0 as *const sys::fi_info).cast(),
+                sys::FI_TYPE_INFO,
+            );
+            CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
+        }
+    }
+}
+
+impl fmt::Debug for InfoEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Info")
+            .field("provider", &self.provider())
+            .field("fabric", &self.fabric_name())
+            .field("domain", &self.domain_name())
+            .field("ep_type", &self.ep_type())
+            .field("caps", &self.caps())
+            .finish()
+    }
+}
+
+/// One owned `fi_info` (freed with `fi_freeinfo`): from
+/// [`InfoEntry::to_owned_info`], an [`InfoList`] iterated by value, or a
+/// connection request.
+pub struct Info {
+    pub(crate) ptr: NonNull<sys::fi_info>,
+}
+
+// SAFETY: an fi_info is plain heap data owned by this value.
+unsafe impl Send for Info {}
+// SAFETY: shared access only reads it.
+unsafe impl Sync for Info {}
+
+impl Info {
+    /// Takes ownership of an `fi_info` that must later be freed with
+    /// `fi_freeinfo`; `None` for NULL.
+    pub(crate) fn from_raw(raw: *mut sys::fi_info) -> Option<Self> {
+        NonNull::new(raw).map(|ptr| Info { ptr })
+    }
+}
+
+impl Deref for Info {
+    type Target = InfoEntry;
+    fn deref(&self) -> &InfoEntry {
+        // SAFETY: ptr is a valid fi_info owned by self; InfoEntry is
+        // transparent over it.
+        unsafe { &*(self.ptr.as_ptr() as *const InfoEntry) }
+    }
+}
+
+impl Clone for Info {
+    fn clone(&self) -> Self {
+        self.to_owned_info().expect("fi_dupinfo: out of memory")
+    }
+}
+
+impl Drop for Info {
+    fn drop(&mut self) {
+        // SAFETY: owned, freed once. For a single node next is NULL.
+        unsafe { sys::fi_freeinfo(self.ptr.as_ptr()) };
+    }
+}
+
+impl fmt::Debug for Info {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}

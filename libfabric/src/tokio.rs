@@ -1,0 +1,170 @@
+//! Event and completion queues as futures, on tokio's reactor (feature
+//! `tokio`).
+//!
+//! Built on the queue's `FI_WAIT_FD` wait fd and `fi_trywait`, following
+//! fi_poll(3) exactly: read until the queue is empty, `fi_trywait`, and only
+//! then wait for the fd. Readiness is cleared before each re-check, so an
+//! event that arrives at any point produces a new wake-up: nothing spins and
+//! no wake-up is lost.
+//!
+//! ```
+//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, Read}, tokio::AsyncEventQueue, wait::WaitObj, EventQueue, Fabric};
+//! # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! # rt.block_on(async {
+//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! let fabric = Fabric::open(list.first().unwrap())?;
+//! let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd).write(true))?;
+//! let aeq = AsyncEventQueue::new(eq.clone())?;
+//! eq.write_notify(eq.fid(), 5, 6)?;
+//! let mut buf = EventBuf::new();
+//! assert!(matches!(aeq.read(&mut buf).await?, Read::Event(Event::Notify(_))));
+//! # Ok::<(), libfabric::Error>(())
+//! # }).unwrap();
+//! ```
+
+use crate::cq::{self, CompletionQueue, Format};
+use crate::eq::{self, EventBuf, EventQueue};
+use crate::error::{Error, Result, EAGAIN};
+use crate::wait::{trywait_raw, TryWait, Waitable};
+use libfabric_sys::fabric as sys;
+use std::os::fd::{AsRawFd, RawFd};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// The queue's wait fd, registered with tokio without taking ownership:
+/// the queue owns it, and the async wrapper owns a handle of the queue.
+struct WaitFd(RawFd);
+
+impl AsRawFd for WaitFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+fn register(queue: &dyn Waitable) -> Result<AsyncFd<WaitFd>> {
+    let fd = queue.wait_fd()?.as_raw_fd();
+    AsyncFd::with_interest(WaitFd(fd), Interest::READABLE)
+        .map_err(|e| Error::system("tokio AsyncFd::new", e))
+}
+
+/// Blocks (asynchronously) until `queue` may have entries: `fi_trywait`,
+/// then the fd's readiness, clearing it first so that the next edge counts.
+async fn wait_ready(
+    fd: &AsyncFd<WaitFd>,
+    fabric: *mut sys::fid_fabric,
+    fid: *mut sys::fid,
+) -> Result<()> {
+    // The raw pointers are used only before the first await, in
+    // trywait_raw, so the future stays Send.
+    let pending = {
+        let mut fids = [fid];
+        trywait_raw(fabric, &mut fids)?
+    };
+    if pending == TryWait::EventsPending {
+        return Ok(());
+    }
+    let mut guard = fd
+        .readable()
+        .await
+        .map_err(|e| Error::system("tokio readable", e))?;
+    // The fd was reset by fi_trywait; whatever made it readable will be
+    // read by the caller's next fi_*_read. Clearing now means an event that
+    // arrives later raises a new edge.
+    guard.clear_ready();
+    Ok(())
+}
+
+struct SendPtr<T>(*mut T);
+// SAFETY: the pointers name FI_THREAD_SAFE objects kept alive by the queue
+// handle held alongside them.
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+
+/// An [`EventQueue`] opened with `FI_WAIT_FD` (or `FI_WAIT_UNSPEC` resolved
+/// to a fd), read with `.await`. Must be created inside a tokio runtime.
+pub struct AsyncEventQueue {
+    fd: AsyncFd<WaitFd>,
+    eq: EventQueue,
+    fabric: SendPtr<sys::fid_fabric>,
+    fid: SendPtr<sys::fid>,
+}
+
+impl AsyncEventQueue {
+    /// Registers the queue's wait fd with the current tokio reactor.
+    pub fn new(eq: EventQueue) -> Result<Self> {
+        let fd = register(&eq)?;
+        let fabric = SendPtr(eq.inner.fabric.fid.as_ptr());
+        let fid = SendPtr(eq.inner.fid.fid());
+        Ok(AsyncEventQueue {
+            eq,
+            fd,
+            fabric,
+            fid,
+        })
+    }
+
+    /// The queue.
+    pub fn get_ref(&self) -> &EventQueue {
+        &self.eq
+    }
+
+    /// The next event or error notice; never [`eq::Read::Empty`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an event is only taken from the queue in the poll that
+    /// returns it.
+    pub async fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<eq::Read<'b>> {
+        loop {
+            let (ret, event) = self.eq.read_raw(buf, 0)?;
+            if ret != EAGAIN {
+                return eq::decode(ret, event, buf, false, "fi_eq_read");
+            }
+            wait_ready(&self.fd, self.fabric.0, self.fid.0).await?;
+        }
+    }
+}
+
+/// A [`CompletionQueue`] opened with `FI_WAIT_FD`, read with `.await`.
+/// Must be created inside a tokio runtime.
+pub struct AsyncCompletionQueue<F: Format> {
+    fd: AsyncFd<WaitFd>,
+    cq: CompletionQueue<F>,
+    fabric: SendPtr<sys::fid_fabric>,
+    fid: SendPtr<sys::fid>,
+}
+
+impl<F: Format> AsyncCompletionQueue<F> {
+    /// Registers the queue's wait fd with the current tokio reactor.
+    pub fn new(cq: CompletionQueue<F>) -> Result<Self> {
+        let fd = register(&cq)?;
+        let fabric = SendPtr(cq.inner.domain.fabric.fid.as_ptr());
+        let fid = SendPtr(cq.inner.fid.fid());
+        Ok(AsyncCompletionQueue {
+            cq,
+            fd,
+            fabric,
+            fid,
+        })
+    }
+
+    /// The queue.
+    pub fn get_ref(&self) -> &CompletionQueue<F> {
+        &self.cq
+    }
+
+    /// At least one completion, or [`cq::Read::ErrorPending`]; never
+    /// `Empty`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: completions are only taken in the poll that returns them.
+    pub async fn read<'b>(&self, buf: &'b mut [F::Entry]) -> Result<cq::Read<'b, F::Entry>> {
+        loop {
+            let ret = self.cq.read_raw(buf);
+            if ret != EAGAIN {
+                return cq::decode(ret, buf, "fi_cq_read");
+            }
+            wait_ready(&self.fd, self.fabric.0, self.fid.0).await?;
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! Waiting, per fi_poll(3): wait objects, the wait fd of a queue,
+//! `FI_WAIT_POLLFD` sets, `fi_trywait` over several queues, wait sets, and
+//! [`Waiter`], which runs the whole trywait / block / drain loop.
+
+use crate::error::{check, Error, Result};
+use crate::fabric::{Fabric, FabricInner};
+use crate::fid::{close_last, OwnedFid};
+use libfabric_sys::fabric as sys;
+use std::ffi::c_void;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::ptr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How a queue blocks (`enum fi_wait_obj`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WaitObj {
+    /// `FI_WAIT_NONE`: no blocking reads; poll with `read`.
+    None,
+    /// `FI_WAIT_UNSPEC`: the provider chooses (the tcp provider picks a fd).
+    Unspec,
+    /// `FI_WAIT_SET`: the queue signals a [`WaitSet`].
+    Set,
+    /// `FI_WAIT_FD`: a file descriptor that becomes readable.
+    Fd,
+    /// `FI_WAIT_MUTEX_COND`: a pthread mutex and condition variable.
+    MutexCond,
+    /// `FI_WAIT_YIELD`: blocking reads spin with `sched_yield`.
+    Yield,
+    /// `FI_WAIT_POLLFD`: a set of fds to poll, which may change.
+    PollFd,
+    /// A value this crate does not name.
+    Other(u32),
+}
+
+impl WaitObj {
+    pub(crate) fn raw(self) -> sys::fi_wait_obj {
+        match self {
+            WaitObj::None => sys::FI_WAIT_NONE,
+            WaitObj::Unspec => sys::FI_WAIT_UNSPEC,
+            WaitObj::Set => sys::FI_WAIT_SET,
+            WaitObj::Fd => sys::FI_WAIT_FD,
+            WaitObj::MutexCond => sys::FI_WAIT_MUTEX_COND,
+            WaitObj::Yield => sys::FI_WAIT_YIELD,
+            WaitObj::PollFd => sys::FI_WAIT_POLLFD,
+            WaitObj::Other(v) => v,
+        }
+    }
+
+    pub(crate) fn from_raw(raw: sys::fi_wait_obj) -> Self {
+        match raw {
+            sys::FI_WAIT_NONE => WaitObj::None,
+            sys::FI_WAIT_UNSPEC => WaitObj::Unspec,
+            sys::FI_WAIT_SET => WaitObj::Set,
+            sys::FI_WAIT_FD => WaitObj::Fd,
+            sys::FI_WAIT_MUTEX_COND => WaitObj::MutexCond,
+            sys::FI_WAIT_YIELD => WaitObj::Yield,
+            sys::FI_WAIT_POLLFD => WaitObj::PollFd,
+            other => WaitObj::Other(other),
+        }
+    }
+
+    /// Whether `sread` may block on a queue with this wait object.
+    pub(crate) fn can_sread(self) -> bool {
+        !matches!(self, WaitObj::None | WaitObj::Set)
+    }
+}
+
+/// Converts a timeout to the milliseconds libfabric takes (-1: forever).
+pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(t) => {
+            // Round up so that a short non-zero timeout does not become 0.
+            let ms = t.as_nanos().div_ceil(1_000_000);
+            i32::try_from(ms).unwrap_or(i32::MAX)
+        }
+    }
+}
+
+/// What [`trywait`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum TryWait {
+    /// Every queue is empty and its wait object armed: it is now safe to
+    /// block on the wait fds.
+    MayBlock,
+    /// Some queue has entries (`-FI_EAGAIN`): read them before blocking.
+    EventsPending,
+}
+
+/// Queues that can be waited on: [`EventQueue`](crate::EventQueue) and
+/// [`CompletionQueue`](crate::CompletionQueue). Sealed.
+pub trait Waitable: sealed::Sealed {
+    /// The queue's `struct fid`.
+    #[doc(hidden)]
+    fn wait_fid(&self) -> *mut sys::fid;
+    /// The fabric the queue belongs to.
+    #[doc(hidden)]
+    fn fabric_ptr(&self) -> *const ();
+    /// The queue's wait object, as the provider resolved it.
+    fn wait_obj(&self) -> WaitObj;
+    /// `fi_control(FI_GETWAIT)` for an `FI_WAIT_FD` queue: the fd that becomes
+    /// readable when the queue may have entries, borrowed from the queue.
+    ///
+    /// Block on it only after [`trywait`] said [`TryWait::MayBlock`].
+    fn wait_fd(&self) -> Result<BorrowedFd<'_>> {
+        let actual = self.wait_obj();
+        if actual != WaitObj::Fd {
+            return Err(Error::WrongWaitMode {
+                call: "fi_control(FI_GETWAIT)",
+                needed: "FI_WAIT_FD or FI_WAIT_UNSPEC resolved to a fd",
+                actual,
+            });
+        }
+        let mut fd: RawFd = -1;
+        // SAFETY: fi_control(3)/fi_eq(3): FI_GETWAIT on an FI_WAIT_FD queue
+        // writes the fd into the int pointed to.
+        let ret = unsafe {
+            sys::fi_control(
+                self.wait_fid(),
+                sys::FI_GETWAIT as i32,
+                (&mut fd as *mut RawFd).cast::<c_void>(),
+            )
+        };
+        check("fi_control(FI_GETWAIT)", ret)?;
+        if fd < 0 {
+            return Err(Error::fabric("fi_control(FI_GETWAIT)", -libc::EBADF));
+        }
+        // SAFETY: the fd belongs to the queue and stays open until the queue
+        // is closed, which the borrow of self prevents.
+        Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+}
+
+pub(crate) mod sealed {
+    pub trait Sealed {}
+}
+
+/// Queries `FI_GETWAITOBJ`: which wait object the provider really uses.
+pub(crate) fn query_wait_obj(fid: *mut sys::fid, requested: WaitObj) -> WaitObj {
+    if requested == WaitObj::None {
+        return WaitObj::None;
+    }
+    let mut obj: sys::fi_wait_obj = 0;
+    // SAFETY: FI_GETWAITOBJ writes an enum fi_wait_obj to the pointer.
+    let ret = unsafe {
+        sys::fi_control(
+            fid,
+            sys::FI_GETWAITOBJ as i32,
+            (&mut obj as *mut sys::fi_wait_obj).cast(),
+        )
+    };
+    if ret == 0 {
+        WaitObj::from_raw(obj)
+    } else {
+        requested
+    }
+}
+
+/// `fi_trywait(fabric, fids, count)` over queues of one fabric.
+///
+/// Returns [`TryWait::MayBlock`] when it is safe to block on their wait
+/// objects, [`TryWait::EventsPending`] when they must be read first.
+#[doc(alias = "fi_trywait")]
+pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
+    const STACK: usize = 16;
+    let mut stack = [ptr::null_mut::<sys::fid>(); STACK];
+    let mut heap = Vec::new();
+    let fids: &mut [*mut sys::fid] = if queues.len() <= STACK {
+        &mut stack[..queues.len()]
+    } else {
+        heap.resize(queues.len(), ptr::null_mut());
+        &mut heap
+    };
+    for (slot, q) in fids.iter_mut().zip(queues) {
+        if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
+            return Err(Error::InvalidArgument(
+                "fi_trywait: every queue must belong to the fabric given".into(),
+            ));
+        }
+        *slot = q.wait_fid();
+    }
+    trywait_raw(fabric.inner.fid.as_ptr(), fids)
+}
+
+#[inline]
+pub(crate) fn trywait_raw(
+    fabric: *mut sys::fid_fabric,
+    fids: &mut [*mut sys::fid],
+) -> Result<TryWait> {
+    // SAFETY: fi_poll(3): fids is an array of count open EQ/CQ fids of this
+    // fabric (their owners are borrowed by the caller).
+    let ret = unsafe { sys::fi_trywait(fabric, fids.as_mut_ptr(), fids.len() as i32) };
+    if ret == -sys::errno::FI_EAGAIN {
+        Ok(TryWait::EventsPending)
+    } else {
+        check("fi_trywait", ret).map(|()| TryWait::MayBlock)
+    }
+}
+
+/// What [`Waiter::wait`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Wake {
+    /// Some queue may have entries: read every queue until it is empty
+    /// before waiting again.
+    Ready,
+    /// The timeout passed with nothing to read.
+    TimedOut,
+}
+
+/// The whole wait loop of fi_poll(3) for a set of `FI_WAIT_FD` queues of one
+/// fabric: `fi_trywait`, then `poll(2)` on their fds with a timeout, so that
+/// no wake-up is lost and nothing spins.
+///
+/// Use: `loop { waiter.wait(t)?; drain every queue until empty }`.
+///
+/// ```
+/// use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, EventBuf}, wait::{WaitObj, Waiter, Wake}, EventQueue, Fabric};
+/// use std::time::Duration;
+/// let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+/// let fabric = Fabric::open(list.first().unwrap())?;
+/// let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd).write(true))?;
+/// let mut waiter = Waiter::new(&fabric, &[&eq])?;
+/// assert_eq!(waiter.wait(Some(Duration::from_millis(10)))?, Wake::TimedOut);
+/// eq.write_notify(eq.fid(), 7, 42)?;
+/// assert_eq!(waiter.wait(Some(Duration::from_secs(1)))?, Wake::Ready);
+/// # Ok::<(), libfabric::Error>(())
+/// ```
+pub struct Waiter<'q> {
+    fabric: *mut sys::fid_fabric,
+    fids: Vec<*mut sys::fid>,
+    pollfds: Vec<libc::pollfd>,
+    _queues: std::marker::PhantomData<&'q dyn Waitable>,
+}
+
+// SAFETY: the raw pointers name objects borrowed for 'q, which are Sync
+// (FI_THREAD_SAFE); the Waiter only passes them to thread-safe calls.
+unsafe impl Send for Waiter<'_> {}
+
+impl<'q> Waiter<'q> {
+    /// Collects the fids and wait fds of `queues`, which must all be
+    /// `FI_WAIT_FD` queues of `fabric`.
+    pub fn new(fabric: &Fabric, queues: &[&'q dyn Waitable]) -> Result<Self> {
+        let mut fids = Vec::with_capacity(queues.len());
+        let mut pollfds = Vec::with_capacity(queues.len());
+        for q in queues {
+            if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
+                return Err(Error::InvalidArgument(
+                    "Waiter: every queue must belong to the fabric given".into(),
+                ));
+            }
+            let fd = q.wait_fd()?;
+            fids.push(q.wait_fid());
+            pollfds.push(libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&fd),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        Ok(Waiter {
+            fabric: fabric.inner.fid.as_ptr(),
+            fids,
+            pollfds,
+            _queues: std::marker::PhantomData,
+        })
+    }
+
+    /// Waits until some queue may have entries, or the timeout passes
+    /// (`None`: forever). Returns at once when `fi_trywait` finds entries.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Wake> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if trywait_raw(self.fabric, &mut self.fids)? == TryWait::EventsPending {
+                return Ok(Wake::Ready);
+            }
+            let remaining = match deadline {
+                None => None,
+                Some(d) => Some(d.saturating_duration_since(Instant::now())),
+            };
+            for p in &mut self.pollfds {
+                p.revents = 0;
+            }
+            // SAFETY: pollfds is a valid array of nfds entries whose fds are
+            // borrowed from the queues for 'q.
+            let n = unsafe {
+                libc::poll(
+                    self.pollfds.as_mut_ptr(),
+                    self.pollfds.len() as libc::nfds_t,
+                    timeout_ms(remaining),
+                )
+            };
+            if n > 0 {
+                return Ok(Wake::Ready);
+            }
+            if n < 0 {
+                let err = std::io::Error::last_os_error();
+                if err.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Error::system("poll", err));
+            }
+            if remaining.is_some_and(|r| r.is_zero())
+                || deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Ok(Wake::TimedOut);
+            }
+        }
+    }
+}
+
+/// The fds of an `FI_WAIT_POLLFD` queue (`struct fi_wait_pollfd`), kept up
+/// to date by [`PollFdSet::refresh`], which follows the `change_index` /
+/// `-FI_ETOOSMALL` protocol of fi_control(3) and grows instead of failing.
+#[derive(Debug, Default)]
+pub struct PollFdSet {
+    fds: Vec<libc::pollfd>,
+    change_index: u64,
+    refreshed: bool,
+}
+
+impl PollFdSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The fds to poll, with the events libfabric asks for.
+    pub fn fds(&mut self) -> &mut [libc::pollfd] {
+        &mut self.fds
+    }
+
+    /// The provider's change index at the last refresh.
+    pub fn change_index(&self) -> u64 {
+        self.change_index
+    }
+
+    /// Re-reads the set from `queue` (an `FI_WAIT_POLLFD` queue). Returns
+    /// whether it changed since the last refresh.
+    pub fn refresh(&mut self, queue: &dyn Waitable) -> Result<bool> {
+        let actual = queue.wait_obj();
+        if actual != WaitObj::PollFd {
+            return Err(Error::WrongWaitMode {
+                call: "fi_control(FI_GETWAIT, fi_wait_pollfd)",
+                needed: "FI_WAIT_POLLFD",
+                actual,
+            });
+        }
+        loop {
+            let capacity = self.fds.capacity().max(4);
+            self.fds.clear();
+            self.fds.reserve(capacity);
+            let mut arg = sys::fi_wait_pollfd {
+                change_index: self.change_index,
+                nfds: self.fds.capacity(),
+                fd: self.fds.as_mut_ptr(),
+            };
+            // SAFETY: fi_control(3): with FI_WAIT_POLLFD, FI_GETWAIT fills up
+            // to nfds pollfd entries at fd and sets nfds and change_index;
+            // it returns -FI_ETOOSMALL with nfds set to the size needed.
+            let ret = unsafe {
+                sys::fi_control(
+                    queue.wait_fid(),
+                    sys::FI_GETWAIT as i32,
+                    (&mut arg as *mut sys::fi_wait_pollfd).cast(),
+                )
+            };
+            if ret == -sys::errno::FI_ETOOSMALL {
+                let needed = arg.nfds.max(capacity + 1);
+                self.fds.reserve(needed);
+                continue;
+            }
+            check("fi_control(FI_GETWAIT)", ret)?;
+            let n = arg.nfds.min(self.fds.capacity());
+            // SAFETY: the provider initialised the first n entries.
+            unsafe { self.fds.set_len(n) };
+            let changed = !self.refreshed || arg.change_index != self.change_index;
+            self.change_index = arg.change_index;
+            self.refreshed = true;
+            return Ok(changed);
+        }
+    }
+}
+
+pub(crate) struct WaitSetInner {
+    pub(crate) fid: OwnedFid<sys::fid_wait>,
+    _fabric: Arc<FabricInner>,
+}
+
+/// A wait set (`fi_wait_open`): several queues opened with
+/// `FI_WAIT_SET` signal one wait object.
+///
+/// Wait sets are deprecated in libfabric 2.x but present in 1.17.
+#[derive(Clone)]
+pub struct WaitSet {
+    pub(crate) inner: Arc<WaitSetInner>,
+    kind: WaitObj,
+}
+
+impl WaitSet {
+    /// `fi_wait_open` with the given wait object (`Fd` or `Unspec`).
+    #[doc(alias = "fi_wait_open")]
+    pub fn open(fabric: &Fabric, wait_obj: WaitObj) -> Result<Self> {
+        if matches!(wait_obj, WaitObj::None | WaitObj::Set) {
+            return Err(Error::UnsupportedWait {
+                queue: "wait set",
+                requested: wait_obj,
+                reason: "a wait set needs a real wait object",
+            });
+        }
+        let mut attr = sys::fi_wait_attr {
+            wait_obj: wait_obj.raw(),
+            flags: 0,
+        };
+        let mut raw = ptr::null_mut();
+        // SAFETY: fi_wait_open(3) reads attr and opens a wait set on the
+        // open fabric; OwnedFid closes it before the fabric handle drops.
+        let ret = unsafe { sys::fi_wait_open(fabric.inner.fid.as_ptr(), &mut attr, &mut raw) };
+        if ret == -libc::EINVAL || ret == -libc::ENOSYS || ret == -libc::EOPNOTSUPP {
+            return Err(Error::UnsupportedWait {
+                queue: "wait set",
+                requested: wait_obj,
+                reason: "the provider refused it",
+            });
+        }
+        check("fi_wait_open", ret)?;
+        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_wait_open", -libc::EINVAL))?;
+        let kind = query_wait_obj(fid.fid(), wait_obj);
+        Ok(WaitSet {
+            inner: Arc::new(WaitSetInner {
+                fid,
+                _fabric: fabric.inner.clone(),
+            }),
+            kind,
+        })
+    }
+
+    /// `fi_wait`: blocks until a queue of the set is signaled, or the
+    /// timeout passes. Returns whether it was signaled.
+    #[doc(alias = "fi_wait")]
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+        // SAFETY: fi_wait(3) on an open wait set.
+        let ret = unsafe { sys::fi_wait(self.inner.fid.as_ptr(), timeout_ms(timeout)) };
+        if ret == -sys::errno::FI_ETIMEDOUT || ret == -sys::errno::FI_EAGAIN {
+            return Ok(false);
+        }
+        check("fi_wait", ret).map(|()| true)
+    }
+
+    /// The wait object the set uses.
+    pub fn wait_obj(&self) -> WaitObj {
+        self.kind
+    }
+
+    /// Closes the set now; [`Error::InUse`] while queues still use it.
+    pub fn close(self) -> Result<()> {
+        close_last(self.inner, "wait set", |i| i.fid.close())
+    }
+}
+
+impl std::fmt::Debug for WaitSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitSet")
+            .field("wait_obj", &self.kind)
+            .finish()
+    }
+}
