@@ -43,8 +43,16 @@ impl AsRawFd for WaitFd {
 
 fn register(queue: &dyn Waitable) -> Result<AsyncFd<WaitFd>> {
     let fd = queue.wait_fd()?.as_raw_fd();
-    AsyncFd::with_interest(WaitFd(fd), Interest::READABLE)
-        .map_err(|e| Error::system("tokio AsyncFd::new", e))
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::InvalidArgument(
+            "async queues must be created inside a tokio runtime".into(),
+        ));
+    }
+    // SAFETY: the fd is the queue's wait fd, open until the queue is closed;
+    // the async wrapper holds a handle of the queue in a field declared after
+    // the AsyncFd, so the registration is dropped while the fd is still open.
+    unsafe { AsyncFd::register_with_interest(WaitFd(fd), Interest::READABLE) }
+        .map_err(|e| Error::system("tokio AsyncFd::register", e.into_parts().1))
 }
 
 /// Blocks (asynchronously) until `queue` may have entries: `fi_trywait`,
