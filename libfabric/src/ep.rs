@@ -35,7 +35,7 @@ bitflags! {
 
 /// An object an endpoint is bound to, kept open while the endpoint is.
 enum Bound {
-    Eq(#[allow(dead_code)] Arc<EqInner>),
+    Eq(Arc<EqInner>),
     Cq(#[allow(dead_code)] Arc<CqInner>),
     Av(#[allow(dead_code)] Arc<AvInner>),
 }
@@ -294,7 +294,22 @@ impl Endpoint {
     #[doc(alias = "fi_enable")]
     pub fn enable(&self) -> Result<()> {
         // SAFETY: fi_enable(3) on an open endpoint.
-        check("fi_enable", unsafe { sys::fi_enable(self.raw()) })
+        check("fi_enable", unsafe { sys::fi_enable(self.raw()) })?;
+        // Some providers know the connection data size only once enabled.
+        if let Some(max) = cm_data_size(self.inner.fid.fid()) {
+            for bound in self
+                .inner
+                .bound
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                if let Bound::Eq(eq) = bound {
+                    eq.max_cm_data.fetch_max(max, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `fi_connect` to the destination of the endpoint's `fi_info`, sending

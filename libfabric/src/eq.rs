@@ -168,6 +168,7 @@ pub struct EventQueue {
 /// provider writes as much of an event as fits and drops the rest.
 pub struct EventBuf {
     words: Box<[u64]>,
+    cm_capacity: usize,
 }
 
 /// Connection data capacity of [`EventBuf::new`]: more than any libfabric
@@ -192,12 +193,13 @@ impl EventBuf {
         let len = (size_of::<sys::fi_eq_cm_entry>() + bytes).max(size_of::<sys::fi_eq_entry>());
         EventBuf {
             words: vec![0u64; len.div_ceil(8)].into_boxed_slice(),
+            cm_capacity: bytes,
         }
     }
 
     /// Bytes of connection data an event read into it may carry.
     pub fn cm_data_capacity(&self) -> usize {
-        self.len() - size_of::<sys::fi_eq_cm_entry>()
+        self.cm_capacity
     }
 
     fn len(&self) -> usize {

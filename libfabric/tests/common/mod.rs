@@ -1,0 +1,240 @@
+//! Shared setup for the libfabric suite. The provider is a parameter:
+//! `LIBFABRIC_TEST_PROVIDER` (default `tcp`) and `LIBFABRIC_TEST_NODE`
+//! (default `127.0.0.1`), so the same tests run on `verbs` over soft-RoCE.
+#![allow(dead_code)]
+
+use libfabric::cq::{CqAttr, Format};
+use libfabric::ep::CqBind;
+use libfabric::eq::{EqAttr, EqError, ErrDataBuf, Event, EventBuf, Read};
+use libfabric::info::{Caps, EpType};
+use libfabric::wait::WaitObj;
+use libfabric::{
+    getinfo, CompletionQueue, Domain, Endpoint, EventQueue, Fabric, Hints, Info, PassiveEndpoint,
+};
+use std::time::{Duration, Instant};
+
+pub fn provider() -> String {
+    std::env::var("LIBFABRIC_TEST_PROVIDER").unwrap_or_else(|_| "tcp".into())
+}
+
+pub fn node() -> String {
+    std::env::var("LIBFABRIC_TEST_NODE").unwrap_or_else(|_| "127.0.0.1".into())
+}
+
+pub fn is_tcp() -> bool {
+    provider().starts_with("tcp")
+}
+
+/// Fails with a message that says what is missing, never skips.
+pub fn msg_hints() -> Hints {
+    Hints::new()
+        .unwrap()
+        .provider(&provider())
+        .unwrap()
+        .ep_type(EpType::Msg)
+        .caps(Caps::MSG)
+}
+
+pub fn info_for(hints: &Hints) -> Info {
+    let list = getinfo(hints).unwrap_or_else(|e| {
+        panic!(
+            "provider {:?} is not usable here: {e}. Install libfabric1 (tcp provider) or run \
+             the verbs suite inside tests/rxe/vm.sh",
+            provider()
+        )
+    });
+    list.into_iter()
+        .next()
+        .expect("getinfo returned an empty list")
+}
+
+pub fn node_info() -> Info {
+    info_for(&msg_hints().node(&node()).unwrap())
+}
+
+pub fn fabric() -> (Fabric, Info) {
+    let info = node_info();
+    (Fabric::open(&info).expect("fi_fabric"), info)
+}
+
+pub fn fabric_domain() -> (Fabric, Domain, Info) {
+    let (fabric, info) = fabric();
+    let domain = Domain::open(&fabric, &info).expect("fi_domain");
+    (fabric, domain, info)
+}
+
+pub fn fd_eq(fabric: &Fabric) -> EventQueue {
+    EventQueue::open(
+        fabric,
+        &EqAttr::new().size(64).wait(WaitObj::Fd).write(true),
+    )
+    .unwrap()
+}
+
+/// An event copied out of the buffer.
+#[derive(Debug)]
+pub enum Ev {
+    Notify {
+        context: usize,
+        data: u64,
+    },
+    ConnReq {
+        info: Info,
+        data: Vec<u8>,
+    },
+    Connected {
+        data: Vec<u8>,
+    },
+    Shutdown,
+    Error {
+        err: libfabric::Errno,
+        data: Vec<u8>,
+    },
+    Other(String),
+}
+
+pub fn own(read: Read<'_>, eq: &EventQueue) -> Option<Ev> {
+    match read {
+        Read::Empty | Read::TimedOut => None,
+        Read::ErrorPending => {
+            let mut buf = ErrDataBuf::new();
+            let e: EqError<'_> = eq.read_err(&mut buf).unwrap().expect("error entry");
+            Some(Ev::Error {
+                err: e.err,
+                data: e.err_data.to_vec(),
+            })
+        }
+        Read::Event(Event::Notify(e)) => Some(Ev::Notify {
+            context: e.context,
+            data: e.data,
+        }),
+        Read::Event(Event::ConnReq(c)) => Some(Ev::ConnReq {
+            info: c.info.expect("a read CONNREQ owns its info"),
+            data: c.data.to_vec(),
+        }),
+        Read::Event(Event::Connected(c)) => Some(Ev::Connected {
+            data: c.data.to_vec(),
+        }),
+        Read::Event(Event::Shutdown(_)) => Some(Ev::Shutdown),
+        Read::Event(other) => Some(Ev::Other(format!("{other:?}"))),
+    }
+}
+
+/// Reads `eq` until an event arrives, also reading `others` (the tcp
+/// provider progresses connections only while its queues are read).
+pub fn next_event(eq: &EventQueue, others: &[&EventQueue], timeout: Duration) -> Ev {
+    let deadline = Instant::now() + timeout;
+    let mut buf = EventBuf::new();
+    loop {
+        if let Some(ev) = own(eq.read(&mut buf).unwrap(), eq) {
+            return ev;
+        }
+        for o in others {
+            // Progress only; the tests that read `o` look at it themselves.
+            let _ = o.peek(&mut buf);
+        }
+        assert!(Instant::now() < deadline, "no event within {timeout:?}");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// A connected pair of MSG endpoints, each with an EQ and one CQ of format F.
+pub struct Pair<F: Format> {
+    pub fabric: Fabric,
+    pub domain: Domain,
+    pub pep: PassiveEndpoint,
+    pub server_eq: EventQueue,
+    pub client_eq: EventQueue,
+    pub server: Endpoint,
+    pub client: Endpoint,
+    pub server_cq: CompletionQueue<F>,
+    pub client_cq: CompletionQueue<F>,
+    pub connected_data: Vec<u8>,
+}
+
+pub fn listener(fabric: &Fabric) -> (PassiveEndpoint, EventQueue, Info) {
+    let info = info_for(
+        &msg_hints()
+            .node(&node())
+            .unwrap()
+            .service("0")
+            .unwrap()
+            .source(true),
+    );
+    let pep = PassiveEndpoint::open(fabric, &info).expect("fi_passive_ep");
+    let eq = fd_eq(fabric);
+    pep.bind_eq(&eq).unwrap();
+    pep.listen().expect("fi_listen");
+    (pep, eq, info)
+}
+
+pub fn client_info(pep: &PassiveEndpoint) -> Info {
+    let addr = pep.local_addr().expect("listener address");
+    info_for(
+        &msg_hints()
+            .node(&addr.ip().to_string())
+            .unwrap()
+            .service(&addr.port().to_string())
+            .unwrap(),
+    )
+}
+
+pub fn connect_pair<F: Format>(hints_caps: Option<Caps>, cq_attr: CqAttr) -> Pair<F> {
+    connect_pair_with::<F>(hints_caps, cq_attr, b"client hello", b"server hello")
+}
+
+pub fn connect_pair_with<F: Format>(
+    _caps: Option<Caps>,
+    cq_attr: CqAttr,
+    req_data: &[u8],
+    accept_data: &[u8],
+) -> Pair<F> {
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let cinfo = client_info(&pep);
+    let client_eq = fd_eq(&fabric);
+    let client_cq = CompletionQueue::<F>::open(&domain, &cq_attr).unwrap();
+    let client = Endpoint::open(&domain, &cinfo).unwrap();
+    client.bind_eq(&client_eq).unwrap();
+    client
+        .bind_cq(&client_cq, CqBind::TRANSMIT | CqBind::RECV)
+        .unwrap();
+    client.enable().unwrap();
+    client.connect(req_data).unwrap();
+
+    let req = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
+    let Ev::ConnReq { info, data } = req else {
+        panic!("expected CONNREQ, got {req:?}")
+    };
+    assert_eq!(data, req_data, "connection request data");
+    let server_cq = CompletionQueue::<F>::open(&domain, &cq_attr).unwrap();
+    let server = Endpoint::open(&domain, &info).unwrap();
+    server.bind_eq(&server_eq).unwrap();
+    server
+        .bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)
+        .unwrap();
+    server.enable().unwrap();
+    server.accept(accept_data).unwrap();
+
+    let ev = next_event(&client_eq, &[&server_eq], Duration::from_secs(10));
+    let Ev::Connected { data } = ev else {
+        panic!("expected CONNECTED on the client, got {ev:?}")
+    };
+    let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
+    assert!(
+        matches!(ev, Ev::Connected { .. }),
+        "expected CONNECTED on the server, got {ev:?}"
+    );
+    Pair {
+        fabric,
+        domain,
+        pep,
+        server_eq,
+        client_eq,
+        server,
+        client,
+        server_cq,
+        client_cq,
+        connected_data: data,
+    }
+}

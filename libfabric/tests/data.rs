@@ -1,0 +1,301 @@
+//! Data transfers that produce real completions: every CQ format, remote CQ
+//! data, tagged messages (tcp;ofi_rxm), readfrom with FI_SOURCE, and error
+//! completions read through readerr.
+mod common;
+
+use common::*;
+use libfabric::av::AvType;
+use libfabric::cq::{
+    Addr, CompletionEntry, CompletionFlags, Context, CqAttr, Data, Format, Msg, Read, Tagged,
+    Unspec,
+};
+use libfabric::ep::CqBind;
+use libfabric::eq::ErrDataBuf;
+use libfabric::info::{Caps, EpType};
+use libfabric::{AddressVector, BufferPool, CompletionQueue, Domain, Endpoint, Errno, Fabric};
+use std::time::{Duration, Instant};
+
+/// Reads `cq` until one completion arrives, driving `others` meanwhile.
+fn one<F: Format>(cq: &CompletionQueue<F>, others: &[&dyn Fn()]) -> F::Entry {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf: [F::Entry; 1] = Default::default();
+    loop {
+        match cq.read(&mut buf).unwrap() {
+            Read::Completions(_) => return std::mem::take(&mut buf[0]),
+            Read::ErrorPending => {
+                let mut e = ErrDataBuf::new();
+                panic!("error completion: {:?}", cq.read_err(&mut e).unwrap());
+            }
+            _ => {}
+        }
+        for o in others {
+            o();
+        }
+        assert!(Instant::now() < deadline, "no completion within 10 s");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+fn round_trip<F: Format>() -> (F::Entry, F::Entry, Vec<u8>) {
+    let pair = connect_pair::<F>(None, CqAttr::new().size(64));
+    let pool = BufferPool::new(&pair.domain, 4, 4096).unwrap();
+    let rx = pool.take().unwrap();
+    pair.server.recv(rx).unwrap();
+    let mut tx = pool.take().unwrap();
+    tx[..11].copy_from_slice(b"hello world");
+    pair.client.send(tx, 11).unwrap();
+    let server_cq = pair.server_cq.clone();
+    let client_cq = pair.client_cq.clone();
+    let mut send_done = one(
+        &client_cq,
+        &[&|| {
+            let _ = server_cq.read(&mut [F::Entry::default()]);
+        }],
+    );
+    let mut recv_done = one(&pair.server_cq, &[]);
+    let tx = pool
+        .reclaim(&mut send_done)
+        .expect("the send's buffer comes back");
+    assert!(pool.reclaim(&mut send_done).is_none(), "only once");
+    drop(tx);
+    let rx = pool
+        .reclaim(&mut recv_done)
+        .expect("the receive's buffer comes back");
+    (send_done, recv_done, rx[..11].to_vec())
+}
+
+#[test]
+fn msg_format_send_and_recv() {
+    let (send, recv, data) = round_trip::<Msg>();
+    assert_eq!(data, b"hello world");
+    assert!(
+        send.flags()
+            .contains(CompletionFlags::SEND | CompletionFlags::MSG),
+        "{send:?}"
+    );
+    assert!(
+        recv.flags()
+            .contains(CompletionFlags::RECV | CompletionFlags::MSG),
+        "{recv:?}"
+    );
+    assert_eq!(recv.len(), 11);
+}
+
+#[test]
+fn context_format_send_and_recv() {
+    let (send, recv, data) = round_trip::<Context>();
+    assert_eq!(data, b"hello world");
+    assert_eq!(send.context(), 0, "reclaimed: the context was taken");
+    assert_eq!(recv.context(), 0);
+}
+
+#[test]
+fn data_format_send_and_recv() {
+    let (send, recv, data) = round_trip::<Data>();
+    assert_eq!(data, b"hello world");
+    assert!(send.flags().contains(CompletionFlags::SEND));
+    assert_eq!(recv.len(), 11);
+}
+
+#[test]
+fn tagged_format_on_msg_endpoints() {
+    let (_, recv, data) = round_trip::<Tagged>();
+    assert_eq!(data, b"hello world");
+    assert_eq!(recv.len(), 11);
+}
+
+#[test]
+fn unspec_format_reads_one_entry_at_a_time() {
+    let (_, _, data) = round_trip::<Unspec>();
+    assert_eq!(data, b"hello world");
+}
+
+#[test]
+fn remote_cq_data_reaches_the_receiver() {
+    let pair = connect_pair::<Data>(None, CqAttr::new());
+    if pair.domain.info().cq_data_size() == 0 {
+        panic!("provider {} carries no remote CQ data", provider());
+    }
+    let pool = BufferPool::new(&pair.domain, 2, 256).unwrap();
+    pair.server.recv(pool.take().unwrap()).unwrap();
+    pair.client
+        .send_data(pool.take().unwrap(), 8, 0xfeed_beef, Addr::UNSPEC)
+        .unwrap();
+    let client_cq = pair.client_cq.clone();
+    let recv = one(
+        &pair.server_cq,
+        &[&|| {
+            let _ = client_cq.read(&mut [Default::default()]);
+        }],
+    );
+    assert!(
+        recv.flags().contains(CompletionFlags::REMOTE_CQ_DATA),
+        "{recv:?}"
+    );
+    assert_eq!(recv.data(), 0xfeed_beef);
+}
+
+fn rdm() -> Option<(Fabric, Domain)> {
+    // RDM over the tcp provider needs the ofi_rxm utility provider; verbs
+    // uses verbs;ofi_rxm the same way.
+    let prov = if is_tcp() {
+        "tcp;ofi_rxm".to_string()
+    } else {
+        format!("{};ofi_rxm", provider())
+    };
+    let hints = libfabric::Hints::new()
+        .unwrap()
+        .provider(&prov)
+        .unwrap()
+        .ep_type(EpType::Rdm)
+        .caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE)
+        .node(&node())
+        .unwrap();
+    let info = info_for(&hints);
+    let fabric = Fabric::open(&info).unwrap();
+    let domain = Domain::open(&fabric, &info).unwrap();
+    Some((fabric, domain))
+}
+
+struct RdmEp {
+    ep: Endpoint,
+    cq: CompletionQueue<Tagged>,
+    av: AddressVector,
+}
+
+fn rdm_ep(domain: &Domain) -> RdmEp {
+    let av = AddressVector::open(domain, AvType::Map, 8).unwrap();
+    let cq = CompletionQueue::<Tagged>::open(domain, &CqAttr::new().size(64)).unwrap();
+    let ep = Endpoint::open(domain, domain.info()).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep.enable().unwrap();
+    RdmEp { ep, cq, av }
+}
+
+#[test]
+fn tagged_messages_and_readfrom_on_rdm() {
+    let (_fabric, domain) = rdm().unwrap();
+    let a = rdm_ep(&domain);
+    let b = rdm_ep(&domain);
+    let b_addr_in_a = a.av.insert(&b.ep.name().unwrap()).unwrap();
+    let a_addr_in_b = b.av.insert(&a.ep.name().unwrap()).unwrap();
+    let pool = BufferPool::new(&domain, 8, 1024).unwrap();
+
+    b.ep.trecv(pool.take().unwrap(), 0x77, 0, Addr::UNSPEC)
+        .unwrap();
+    let mut tx = pool.take().unwrap();
+    tx[..4].copy_from_slice(b"tag!");
+    // ofi_rxm connects on first use: -FI_EAGAIN until the queues progress it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(e) = a.ep.tsend(tx, 4, 0x77, b_addr_in_a) {
+        assert!(e.is_again(), "{e}");
+        assert!(Instant::now() < deadline, "tsend kept returning -FI_EAGAIN");
+        tx = e.buffer;
+        let _ = a.cq.read(&mut [Default::default()]);
+        let _ = b.cq.read(&mut [Default::default()]);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut entries: [libfabric::cq::TaggedEntry; 1] = Default::default();
+    let mut addrs = [Addr::UNSPEC; 1];
+    let (entry_tag, src) = loop {
+        let _ = a.cq.read(&mut [Default::default()]);
+        match b.cq.read_from(&mut entries, &mut addrs).unwrap() {
+            Read::Completions(c) => break (c[0].tag(), addrs[0]),
+            Read::ErrorPending => panic!("error completion"),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "no tagged completion");
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    assert_eq!(entry_tag, 0x77);
+    assert_eq!(src, a_addr_in_b, "readfrom names the sender's address");
+    let rx = pool.reclaim(&mut entries[0]).unwrap();
+    assert_eq!(&rx[..4], b"tag!");
+}
+
+#[test]
+fn receive_cancelled_by_shutdown_completes_in_error() {
+    let pair = connect_pair::<Msg>(None, CqAttr::new());
+    let pool = BufferPool::new(&pair.domain, 2, 256).unwrap();
+    pair.server.recv(pool.take().unwrap()).unwrap();
+    pair.client.shutdown().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut entries: [libfabric::cq::MsgEntry; 1] = Default::default();
+    let mut errbuf = ErrDataBuf::new();
+    loop {
+        let _ = pair.client_eq.peek(&mut libfabric::eq::EventBuf::new());
+        let _ = pair.server_eq.peek(&mut libfabric::eq::EventBuf::new());
+        match pair.server_cq.read(&mut entries).unwrap() {
+            Read::ErrorPending => {
+                let mut err = pair
+                    .server_cq
+                    .read_err(&mut errbuf)
+                    .unwrap()
+                    .expect("error entry");
+                assert_eq!(err.err, Errno::Canceled, "{err:?}");
+                assert!(!pair.server_cq.strerror(&err).is_empty());
+                let buf = pool.reclaim_err(&mut err);
+                assert!(buf.is_some(), "the cancelled receive's buffer comes back");
+                break;
+            }
+            Read::Completions(c) => panic!("unexpected completion {:?}", c[0]),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "the receive was never cancelled");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn send_on_a_closed_connection_completes_in_error() {
+    let pair = connect_pair::<Msg>(None, CqAttr::new());
+    let pool = BufferPool::new(&pair.domain, 2, 256).unwrap();
+    pair.client.shutdown().unwrap();
+    let ev = next_event(&pair.client_eq, &[&pair.server_eq], Duration::from_secs(10));
+    assert!(matches!(ev, Ev::Shutdown), "{ev:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut entries: [libfabric::cq::MsgEntry; 1] = Default::default();
+    let mut errbuf = ErrDataBuf::new();
+    let mut posted = false;
+    let mut pending = Some(pool.take().unwrap());
+    loop {
+        let _ = pair.client_eq.peek(&mut libfabric::eq::EventBuf::new());
+        if let Some(buf) = pending.take() {
+            match pair.client.send(buf, 8) {
+                Ok(()) => posted = true,
+                Err(e) => {
+                    // Refused at once: typed, and the buffer came back.
+                    let errno = e.error.errno();
+                    assert!(
+                        matches!(
+                            errno,
+                            Some(Errno::NotConn | Errno::Shutdown | Errno::ConnReset)
+                        ),
+                        "{e}"
+                    );
+                    assert_eq!(e.buffer.len(), pool.slot_size());
+                    return;
+                }
+            }
+        }
+        match pair.client_cq.read(&mut entries).unwrap() {
+            Read::ErrorPending => {
+                let mut err = pair.client_cq.read_err(&mut errbuf).unwrap().unwrap();
+                assert!(
+                    matches!(err.err, Errno::NotConn | Errno::Canceled | Errno::ConnReset),
+                    "{err:?}"
+                );
+                assert!(pool.reclaim_err(&mut err).is_some());
+                return;
+            }
+            Read::Completions(_) => panic!("a send on a closed connection succeeded"),
+            _ => {}
+        }
+        assert!(posted);
+        assert!(Instant::now() < deadline, "the send never failed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -1,0 +1,252 @@
+//! The checks of libfabric's own eq_test (fabtests), written against the
+//! safe API, plus the event queue's refusals of bad input.
+mod common;
+
+use common::*;
+use libfabric::eq::{EqAttr, ErrDataBuf, Event, EventBuf, Read};
+use libfabric::wait::{trywait, TryWait, WaitObj, Waitable};
+use libfabric::{Error, EventQueue};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::time::{Duration, Instant};
+
+fn notify(read: Read<'_>) -> (usize, u64) {
+    match read {
+        Read::Event(Event::Notify(e)) => (e.context, e.data),
+        other => panic!("expected FI_NOTIFY, got {other:?}"),
+    }
+}
+
+#[test]
+fn open_and_close_many_sizes() {
+    let (fabric, _) = fabric();
+    for size in [1usize, 2, 64, 1024, 65536] {
+        let eq = EventQueue::open(&fabric, &EqAttr::new().size(size)).unwrap();
+        eq.close().unwrap();
+    }
+}
+
+#[test]
+fn write_then_read_alternating_peek() {
+    let (fabric, _) = fabric();
+    let eq = EventQueue::open(&fabric, &EqAttr::new().size(32).write(true)).unwrap();
+    for i in 0..5u64 {
+        eq.write_notify(eq.fid(), 100 + i as usize, i).unwrap();
+    }
+    let mut buf = EventBuf::new();
+    for i in 0..5u64 {
+        if i % 2 == 0 {
+            let (ctx, data) = notify(eq.peek(&mut buf).unwrap());
+            assert_eq!((ctx, data), (100 + i as usize, i), "peek leaves the event");
+        }
+        match eq.read(&mut buf).unwrap() {
+            Read::Event(Event::Notify(e)) => {
+                assert_eq!(e.fid, eq.fid());
+                assert_eq!(e.context, 100 + i as usize);
+                assert_eq!(e.data, i);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(eq.read(&mut buf).unwrap(), Read::Empty));
+}
+
+#[test]
+fn a_queue_of_32_takes_exactly_32_writes() {
+    let (fabric, _) = fabric();
+    let eq = EventQueue::open(&fabric, &EqAttr::new().size(32).write(true)).unwrap();
+    for i in 0..32 {
+        eq.write_notify(eq.fid(), i, 0)
+            .unwrap_or_else(|e| panic!("write {i}: {e}"));
+    }
+    let mut buf = EventBuf::new();
+    for i in 0..32 {
+        assert_eq!(
+            notify(eq.read(&mut buf).unwrap()),
+            (i, 0),
+            "event {i} read back in order"
+        );
+    }
+    assert!(
+        matches!(eq.read(&mut buf).unwrap(), Read::Empty),
+        "exactly 32 events"
+    );
+}
+
+#[test]
+fn fd_wait_trywait_and_poll() {
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    assert_eq!(eq.wait_obj(), WaitObj::Fd);
+    assert_eq!(trywait(&fabric, &[&eq]).unwrap(), TryWait::MayBlock);
+    let fd = eq.wait_fd().unwrap();
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    assert_eq!(
+        poll(&mut fds, PollTimeout::ZERO).unwrap(),
+        0,
+        "empty queue: fd idle"
+    );
+    eq.write_notify(eq.fid(), 1, 2).unwrap();
+    assert_eq!(
+        poll(&mut fds, PollTimeout::from(1000u16)).unwrap(),
+        1,
+        "written: fd readable"
+    );
+    assert_eq!(trywait(&fabric, &[&eq]).unwrap(), TryWait::EventsPending);
+    let mut buf = EventBuf::new();
+    let _ = notify(eq.read(&mut buf).unwrap());
+    assert_eq!(trywait(&fabric, &[&eq]).unwrap(), TryWait::MayBlock);
+}
+
+#[test]
+fn sread_times_out_within_bounds_and_returns_pending_at_once() {
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    let mut buf = EventBuf::new();
+    let start = Instant::now();
+    assert!(matches!(
+        eq.sread(&mut buf, Some(Duration::from_secs(2))).unwrap(),
+        Read::TimedOut
+    ));
+    let took = start.elapsed();
+    assert!(
+        (Duration::from_millis(1500)..Duration::from_millis(2500)).contains(&took),
+        "a 2 s sread on an empty queue took {took:?}"
+    );
+    eq.write_notify(eq.fid(), 3, 4).unwrap();
+    let start = Instant::now();
+    let _ = notify(eq.sread(&mut buf, Some(Duration::from_secs(2))).unwrap());
+    assert!(
+        start.elapsed() < Duration::from_millis(50),
+        "pending event: {:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn peek_five_then_read_five() {
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    for i in 0..5 {
+        eq.write_notify(eq.fid(), i, i as u64).unwrap();
+    }
+    let mut buf = EventBuf::new();
+    for _ in 0..5 {
+        assert_eq!(
+            notify(eq.peek(&mut buf).unwrap()),
+            (0, 0),
+            "peek does not consume"
+        );
+    }
+    for i in 0..5 {
+        assert_eq!(notify(eq.read(&mut buf).unwrap()), (i, i as u64));
+    }
+    assert!(matches!(eq.read(&mut buf).unwrap(), Read::Empty));
+}
+
+#[test]
+fn speek_does_not_clear_the_fd() {
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    eq.write_notify(eq.fid(), 9, 9).unwrap();
+    let mut buf = EventBuf::new();
+    let _ = notify(eq.speek(&mut buf, Some(Duration::from_secs(1))).unwrap());
+    let fd = eq.wait_fd().unwrap();
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    assert_eq!(
+        poll(&mut fds, PollTimeout::from(100u16)).unwrap(),
+        1,
+        "still readable after speek"
+    );
+    let _ = notify(eq.read(&mut buf).unwrap());
+}
+
+#[test]
+fn readerr_with_no_error_is_none() {
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    let mut buf = ErrDataBuf::new();
+    assert!(eq.read_err(&mut buf).unwrap().is_none());
+}
+
+#[test]
+fn unsupported_wait_objects_are_typed_errors() {
+    let (fabric, _) = fabric();
+    for obj in [WaitObj::MutexCond, WaitObj::Yield] {
+        match EventQueue::open(&fabric, &EqAttr::new().wait(obj)) {
+            Err(Error::UnsupportedWait { requested, .. }) => assert_eq!(requested, obj),
+            Ok(eq) => {
+                // A provider that gives it must also block on it.
+                let mut buf = EventBuf::new();
+                assert!(matches!(
+                    eq.sread(&mut buf, Some(Duration::from_millis(10))).unwrap(),
+                    Read::TimedOut
+                ));
+            }
+            Err(other) => panic!("{obj:?}: expected UnsupportedWait, got {other}"),
+        }
+    }
+    match EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Set)) {
+        Err(Error::UnsupportedWait { .. }) => {}
+        other => panic!("FI_WAIT_SET without a set: {other:?}"),
+    }
+}
+
+#[test]
+fn wait_none_refuses_sread_and_wait_fd() {
+    let (fabric, _) = fabric();
+    let eq = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
+    let mut buf = EventBuf::new();
+    match eq.sread(&mut buf, Some(Duration::from_millis(1))) {
+        Err(Error::WrongWaitMode { call, actual, .. }) => {
+            assert_eq!(call, "fi_eq_sread");
+            assert_eq!(actual, WaitObj::None);
+        }
+        other => panic!("sread on FI_WAIT_NONE: {other:?}"),
+    }
+    assert!(matches!(eq.wait_fd(), Err(Error::WrongWaitMode { .. })));
+}
+
+#[test]
+fn write_needs_fi_write() {
+    let (fabric, _) = fabric();
+    let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd)).unwrap();
+    assert!(matches!(
+        eq.write_notify(eq.fid(), 0, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn a_buffer_too_small_for_connection_data_is_refused() {
+    let (fabric, _) = fabric();
+    let (pep, eq, _) = listener(&fabric);
+    let max = pep.cm_data_size().expect("FI_OPT_CM_DATA_SIZE");
+    assert!(max > 0);
+    let mut small = EventBuf::with_cm_data_capacity(max - 1);
+    match eq.read(&mut small) {
+        Err(Error::BufferTooSmall { needed, given, .. }) => {
+            assert_eq!((needed, given), (max, max - 1));
+        }
+        other => panic!("expected BufferTooSmall, got {other:?}"),
+    }
+    let mut enough = EventBuf::with_cm_data_capacity(max);
+    assert!(matches!(eq.read(&mut enough).unwrap(), Read::Empty));
+}
+
+#[test]
+fn close_reports_other_users() {
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    let other = eq.clone();
+    match eq.close() {
+        Err(Error::InUse { users, .. }) => assert_eq!(users, 1),
+        r => panic!("{r:?}"),
+    }
+    other.close().unwrap();
+    let eq = fd_eq(&fabric);
+    match fabric.clone().close() {
+        Err(Error::InUse { .. }) => {}
+        r => panic!("closing a fabric with an open EQ: {r:?}"),
+    }
+    drop(eq);
+}
