@@ -213,9 +213,7 @@ impl BufferPool {
     /// of other pools or of operations without a buffer give `None`.
     pub fn reclaim<E: CompletionEntry>(&self, entry: &mut E) -> Option<Buffer> {
         let context = entry.context() as *mut c_void;
-        if self.slot_of(context).is_none() {
-            return None;
-        }
+        self.slot_of(context)?;
         self.reclaim_context(entry.take_context())
     }
 
@@ -223,9 +221,7 @@ impl BufferPool {
     /// receive cancelled by a shutdown).
     pub fn reclaim_err(&self, err: &mut CqError<'_>) -> Option<Buffer> {
         let context = err.context() as *mut c_void;
-        if self.slot_of(context).is_none() {
-            return None;
-        }
+        self.slot_of(context)?;
         self.reclaim_context(err.take_context())
     }
 }

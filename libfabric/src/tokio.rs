@@ -59,14 +59,14 @@ fn register(queue: &dyn Waitable) -> Result<AsyncFd<WaitFd>> {
 /// then the fd's readiness, clearing it first so that the next edge counts.
 async fn wait_ready(
     fd: &AsyncFd<WaitFd>,
-    fabric: *mut sys::fid_fabric,
-    fid: *mut sys::fid,
+    fabric: &SendPtr<sys::fid_fabric>,
+    fid: &SendPtr<sys::fid>,
 ) -> Result<()> {
     // The raw pointers are used only before the first await, in
     // trywait_raw, so the future stays Send.
     let pending = {
-        let mut fids = [fid];
-        trywait_raw(fabric, &mut fids)?
+        let mut fids = [fid.0];
+        trywait_raw(fabric.0, &mut fids)?
     };
     if pending == TryWait::EventsPending {
         return Ok(());
@@ -128,7 +128,7 @@ impl AsyncEventQueue {
             if ret != EAGAIN {
                 return eq::decode(ret, event, buf, false, "fi_eq_read");
             }
-            wait_ready(&self.fd, self.fabric.0, self.fid.0).await?;
+            wait_ready(&self.fd, &self.fabric, &self.fid).await?;
         }
     }
 }
@@ -172,7 +172,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
             if ret != EAGAIN {
                 return cq::decode(ret, buf, "fi_cq_read");
             }
-            wait_ready(&self.fd, self.fabric.0, self.fid.0).await?;
+            wait_ready(&self.fd, &self.fabric, &self.fid).await?;
         }
     }
 }

@@ -140,8 +140,10 @@ pub(crate) mod sealed {
 
 /// Queries `FI_GETWAITOBJ`: which wait object the provider really uses.
 pub(crate) fn query_wait_obj(fid: *mut sys::fid, requested: WaitObj) -> WaitObj {
-    if requested == WaitObj::None {
-        return WaitObj::None;
+    if matches!(requested, WaitObj::None | WaitObj::Set) {
+        // A queue on a wait set answers with the set's object; to the
+        // application it is a FI_WAIT_SET queue.
+        return requested;
     }
     let mut obj: sys::fi_wait_obj = 0;
     // SAFETY: FI_GETWAITOBJ writes an enum fi_wait_obj to the pointer.
@@ -276,10 +278,7 @@ impl<'q> Waiter<'q> {
             if trywait_raw(self.fabric, &mut self.fids)? == TryWait::EventsPending {
                 return Ok(Wake::Ready);
             }
-            let remaining = match deadline {
-                None => None,
-                Some(d) => Some(d.saturating_duration_since(Instant::now())),
-            };
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             for p in &mut self.pollfds {
                 p.revents = 0;
             }
@@ -330,6 +329,28 @@ impl PollFdSet {
     /// The fds to poll, with the events libfabric asks for.
     pub fn fds(&mut self) -> &mut [libc::pollfd] {
         &mut self.fds
+    }
+
+    /// `poll(2)` on the set's fds; returns how many are ready.
+    pub fn poll(&mut self, timeout: Option<Duration>) -> Result<usize> {
+        loop {
+            // SAFETY: fds is a valid array of len pollfd entries; the fds
+            // belong to the queue the set was refreshed from.
+            let n = unsafe {
+                libc::poll(
+                    self.fds.as_mut_ptr(),
+                    self.fds.len() as libc::nfds_t,
+                    timeout_ms(timeout),
+                )
+            };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(Error::system("poll", err));
+            }
+        }
     }
 
     /// The provider's change index at the last refresh.

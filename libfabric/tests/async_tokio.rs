@@ -1,0 +1,153 @@
+//! The tokio path: event and completion queues as futures over their wait
+//! fds, with real traffic, many events, and an idle waiter that uses no CPU.
+#![cfg(feature = "tokio")]
+mod common;
+
+use common::*;
+use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
+use libfabric::eq::{Event, EventBuf, Read};
+use libfabric::tokio::{AsyncCompletionQueue, AsyncEventQueue};
+use libfabric::wait::WaitObj;
+use libfabric::BufferPool;
+use std::time::Duration;
+
+fn cpu_time() -> Duration {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).unwrap();
+    let t =
+        |tv: nix::sys::time::TimeVal| Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000);
+    t(usage.user_time()) + t(usage.system_time())
+}
+
+#[test]
+fn an_idle_waiter_uses_no_cpu_and_wakes_on_an_event() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (fabric, _) = fabric();
+        let eq = fd_eq(&fabric);
+        let aeq = AsyncEventQueue::new(eq.clone()).unwrap();
+        let waiter = tokio::spawn(async move {
+            let mut buf = EventBuf::new();
+            match aeq.read(&mut buf).await.unwrap() {
+                Read::Event(Event::Notify(e)) => e.data,
+                other => panic!("{other:?}"),
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let before = cpu_time();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let used = cpu_time() - before;
+        assert!(
+            used < Duration::from_millis(50),
+            "an idle waiter used {used:?} of CPU in 500 ms"
+        );
+        assert!(!waiter.is_finished());
+        eq.write_notify(eq.fid(), 0, 77).unwrap();
+        let data = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .unwrap();
+        assert_eq!(data, 77);
+    });
+}
+
+#[test]
+fn many_events_from_another_thread_none_lost() {
+    const N: u64 = 5_000;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (fabric, _) = fabric();
+        let eq = libfabric::EventQueue::open(
+            &fabric,
+            &libfabric::eq::EqAttr::new()
+                .size(256)
+                .wait(WaitObj::Fd)
+                .write(true),
+        )
+        .unwrap();
+        let aeq = AsyncEventQueue::new(eq.clone()).unwrap();
+        let writer = std::thread::spawn(move || {
+            let mut i = 0;
+            while i < N {
+                if eq.write_notify(eq.fid(), 0, i).is_ok() {
+                    i += 1;
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let mut buf = EventBuf::new();
+        for expected in 0..N {
+            let r = tokio::time::timeout(Duration::from_secs(10), aeq.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("stalled at {expected}"))
+                .unwrap();
+            match r {
+                Read::Event(Event::Notify(e)) => assert_eq!(e.data, expected, "in order, once"),
+                other => panic!("{other:?}"),
+            }
+        }
+        writer.join().unwrap();
+    });
+}
+
+#[test]
+fn completions_arrive_through_the_async_cq() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let pair = connect_pair::<Msg>(None, CqAttr::new().size(64).wait(WaitObj::Fd));
+        let pool = BufferPool::new(&pair.domain, 4, 256).unwrap();
+        let server_cq = AsyncCompletionQueue::new(pair.server_cq.clone()).unwrap();
+        let client_cq = AsyncCompletionQueue::new(pair.client_cq.clone()).unwrap();
+        pair.server.recv(pool.take().unwrap()).unwrap();
+        let mut tx = pool.take().unwrap();
+        tx[..3].copy_from_slice(b"abc");
+        pair.client.send(tx, 3).unwrap();
+        let mut sbuf: [MsgEntry; 2] = Default::default();
+        let mut rbuf: [MsgEntry; 2] = Default::default();
+        let (s, r) = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::join!(client_cq.read(&mut sbuf), server_cq.read(&mut rbuf))
+        })
+        .await
+        .expect("both completions within 10 s");
+        let CqRead::Completions(sent) = s.unwrap() else {
+            panic!("send")
+        };
+        assert_eq!(sent.len(), 1);
+        let CqRead::Completions(recvd) = r.unwrap() else {
+            panic!("recv")
+        };
+        let rx = pool.reclaim(&mut recvd[0]).unwrap();
+        assert_eq!(&rx[..3], b"abc");
+    });
+}
+
+#[test]
+fn async_queues_need_a_runtime_and_a_wait_fd() {
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    assert!(
+        AsyncEventQueue::new(eq).is_err(),
+        "outside a runtime: an error, not a panic"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let none = libfabric::EventQueue::open(&fabric, &libfabric::eq::EqAttr::new()).unwrap();
+        assert!(matches!(
+            AsyncEventQueue::new(none),
+            Err(libfabric::Error::WrongWaitMode { .. })
+        ));
+    });
+}

@@ -1,0 +1,104 @@
+//! Bad input gets a typed error and nothing panics or leaks.
+mod common;
+
+use common::*;
+use libfabric::info::{Caps, EpType};
+use libfabric::{getinfo, Domain, Errno, Error, Hints};
+
+#[test]
+fn an_unknown_provider_is_no_provider() {
+    let hints = Hints::new().unwrap().provider("no-such-provider").unwrap();
+    match getinfo(&hints) {
+        Err(Error::NoProvider { request }) => {
+            assert!(request.contains("no-such-provider"), "{request}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn impossible_hints_are_no_provider() {
+    // Tagged messages over connectionless datagrams on tcp: nobody has it.
+    let hints = Hints::new()
+        .unwrap()
+        .provider("tcp")
+        .unwrap()
+        .ep_type(EpType::Dgram)
+        .caps(Caps::TAGGED | Caps::RMA | Caps::ATOMIC);
+    let err = getinfo(&hints).unwrap_err();
+    assert_eq!(err.errno(), Some(Errno::NoData), "{err}");
+    let io: std::io::Error = err.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+}
+
+#[test]
+fn strings_with_nul_bytes_are_refused() {
+    assert!(matches!(
+        Hints::new().unwrap().provider("tc\0p"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Hints::new().unwrap().node("a\0b"),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn errors_name_the_call_and_libfabrics_text() {
+    let e = Error::Fabric {
+        call: "fi_eq_read",
+        errno: Errno::Avail,
+    };
+    let text = e.to_string();
+    assert!(text.starts_with("fi_eq_read: "), "{text}");
+    assert!(text.contains("259"), "{text}");
+    assert_eq!(Errno::from_raw(Errno::Overrun.raw()), Errno::Overrun);
+    assert_eq!(Errno::from_raw(4242), Errno::Unknown(4242));
+}
+
+#[test]
+fn a_pool_of_nothing_and_oversized_sends_are_refused() {
+    let (_f, domain, _) = fabric_domain();
+    assert!(matches!(
+        libfabric::BufferPool::new(&domain, 0, 64),
+        Err(Error::InvalidArgument(_))
+    ));
+    let pair = connect_pair::<libfabric::cq::Msg>(None, libfabric::cq::CqAttr::new());
+    let pool = libfabric::BufferPool::new(&pair.domain, 1, 64).unwrap();
+    let buf = pool.take().unwrap();
+    let err = pair.client.send(buf, 65).unwrap_err();
+    assert!(
+        matches!(
+            err.error,
+            Error::BufferTooSmall {
+                needed: 65,
+                given: 64,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.buffer.len(), 64, "the buffer is handed back");
+    assert!(
+        pool.take().is_none(),
+        "the one slot is still owned by the returned buffer"
+    );
+    drop(err);
+    assert!(pool.take().is_some(), "dropping it returns the slot");
+    let _ = Domain::open;
+}
+
+#[test]
+fn closing_in_the_wrong_order_is_impossible_and_reported() {
+    let pair = connect_pair::<libfabric::cq::Msg>(None, libfabric::cq::CqAttr::new());
+    // The endpoint holds the CQ: closing it explicitly reports the user.
+    match pair.client_cq.clone().close() {
+        Err(Error::InUse { users, .. }) => assert!(users >= 1),
+        r => panic!("{r:?}"),
+    }
+    let domain = pair.domain.clone();
+    drop(pair);
+    domain
+        .close()
+        .expect("everything else is gone: the domain closes");
+}
