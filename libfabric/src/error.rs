@@ -1,7 +1,6 @@
 //! Errors: the fabric errno, its text and the call that failed.
 //!
-//! All return-code conversion of the crate happens here
-//! ([`check`], [`check_len`]).
+//! All return-code conversion of the crate happens in this module.
 
 use libfabric_sys::fabric as sys;
 use std::ffi::{c_int, CStr};
