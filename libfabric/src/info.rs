@@ -168,8 +168,17 @@ pub struct Hints {
 }
 
 impl Hints {
-    /// Empty hints from `fi_allocinfo`, asking for `FI_THREAD_SAFE` domains
-    /// (which this crate's `Send`/`Sync` types rely on).
+    /// Hints from `fi_allocinfo` that state what this crate's objects
+    /// support:
+    /// - `FI_THREAD_SAFE` domains, which its `Send`/`Sync` types rely on;
+    /// - mode `FI_CONTEXT | FI_CONTEXT2`: every operation is posted with
+    ///   its own `fi_context2` (see [`BufferPool`](crate::BufferPool));
+    /// - memory registration modes `FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+    ///   FI_MR_ALLOCATED | FI_MR_PROV_KEY`: buffers are allocated and
+    ///   registered by the pool and posted with their descriptor.
+    ///
+    /// Without them, providers that need any of these (verbs) would not
+    /// match.
     pub fn new() -> Result<Self> {
         // SAFETY: fi_allocinfo (fi_getinfo(3)) returns a zeroed fi_info with
         // all attribute structs allocated, or NULL; it is released with
@@ -186,6 +195,9 @@ impl Hints {
             flags: 0,
         };
         hints.domain_attr().threading = sys::FI_THREAD_SAFE;
+        hints.domain_attr().mr_mode =
+            sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY;
+        hints.raw().mode = sys::FI_CONTEXT | sys::FI_CONTEXT2;
         Ok(hints)
     }
 

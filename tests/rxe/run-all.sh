@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The soft-RoCE part of the test suite, from the host:
+#   1. builds the test binaries that need RDMA devices (ibverbs-async's rxe
+#      tests, libfabric-sys's verbs calls, and the libfabric suite, which runs
+#      on the verbs provider here),
+#   2. boots the qemu guest once (tests/rxe/vm.sh) and runs guest-all.sh in it,
+#   3. prints the guest's "N passed, N failed" line last and exits non-zero
+#      when anything failed, timed out or crashed.
+# The summary line is also written to target/rxe-vm/last-summary.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+cache=target/rxe-vm
+mkdir -p "$cache"
+rm -f "$cache/last-summary"
+
+say() { printf 'rxe: %s\n' "$*"; }
+
+executables() {
+    # cargo prints "Executable <name> (<path>)" for every test binary built.
+    sed -n 's/^ *Executable .*(\(.*\))$/\1/p'
+}
+
+start=$SECONDS
+say "building the test binaries"
+ibv=$(cargo test -p ibverbs-async --features rxe-tests,tokio --no-run 2>&1 | tee /dev/stderr | executables | grep '/rxe_' || true)
+sys=$(cargo test -p libfabric-sys --test verbs_calls --no-run 2>&1 | tee /dev/stderr | executables)
+fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee /dev/stderr | executables)
+if [[ -z $ibv || -z $sys || -z $fab ]]; then
+    say "error: some test binaries were not built (ibverbs-async: ${ibv:-none}; libfabric-sys: ${sys:-none}; libfabric: ${fab:-none})"
+    echo "0 passed, 1 failed" | tee "$cache/last-summary"
+    exit 1
+fi
+manifest=$cache/manifest
+{
+    for b in $ibv $sys; do printf 'verbs\t%s\n' "$root/$b"; done
+    for b in $fab; do printf 'libfabric\t%s\n' "$root/$b"; done
+} >"$manifest"
+say "built in $((SECONDS - start)) s: $(wc -l <"$manifest") test binaries"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} tests/rxe/vm.sh run "$root/tests/rxe/guest-all.sh" "$root/$manifest" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 || true)
+if [[ -z $summary ]]; then
+    summary="0 passed, 1 failed"
+    [[ $status -ne 0 ]] || status=1
+fi
+echo "$summary" >"$cache/last-summary"
+say "rxe part took $((SECONDS - start)) s"
+echo "$summary"
+exit "$status"
