@@ -107,6 +107,14 @@ impl BufferPool {
             | sys::FI_WRITE
             | sys::FI_REMOTE_READ
             | sys::FI_REMOTE_WRITE;
+        // Without FI_MR_PROV_KEY the application chooses the keys, and they
+        // must be unique within the domain (fi_mr(3)).
+        static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let requested_key = if domain.info().mr_mode() & sys::FI_MR_PROV_KEY != 0 {
+            0
+        } else {
+            NEXT_KEY.fetch_add(1, Ordering::Relaxed)
+        };
         let mut mr = ptr::null_mut();
         // SAFETY: fi_mr_reg(3): memory is valid for total bytes until the MR
         // is closed, which PoolInner's Drop does before freeing it.
@@ -117,7 +125,7 @@ impl BufferPool {
                 total,
                 access,
                 0,
-                0,
+                requested_key,
                 0,
                 &mut mr,
                 ptr::null_mut(),

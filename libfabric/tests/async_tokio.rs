@@ -8,7 +8,6 @@ use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
 use libfabric::eq::{Event, EventBuf, Read};
 use libfabric::tokio::{AsyncCompletionQueue, AsyncEventQueue};
 use libfabric::wait::WaitObj;
-use libfabric::BufferPool;
 use std::time::Duration;
 
 fn cpu_time() -> Duration {
@@ -105,11 +104,10 @@ fn completions_arrive_through_the_async_cq() {
         .unwrap();
     rt.block_on(async {
         let pair = connect_pair::<Msg>(None, CqAttr::new().size(64).wait(WaitObj::Fd));
-        let pool = BufferPool::new(&pair.domain, 4, 256).unwrap();
         let server_cq = AsyncCompletionQueue::new(pair.server_cq.clone()).unwrap();
         let client_cq = AsyncCompletionQueue::new(pair.client_cq.clone()).unwrap();
-        pair.server.recv(pool.take().unwrap()).unwrap();
-        let mut tx = pool.take().unwrap();
+        pair.server.recv(pair.server_pool.take().unwrap()).unwrap();
+        let mut tx = pair.client_pool.take().unwrap();
         tx[..3].copy_from_slice(b"abc");
         pair.client.send(tx, 3).unwrap();
         let mut sbuf: [MsgEntry; 2] = Default::default();
@@ -126,7 +124,7 @@ fn completions_arrive_through_the_async_cq() {
         let CqRead::Completions(recvd) = r.unwrap() else {
             panic!("recv")
         };
-        let rx = pool.reclaim(&mut recvd[0]).unwrap();
+        let rx = pair.server_pool.reclaim(&mut recvd[0]).unwrap();
         assert_eq!(&rx[..3], b"abc");
     });
 }

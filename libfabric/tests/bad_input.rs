@@ -64,7 +64,7 @@ fn a_pool_of_nothing_and_oversized_sends_are_refused() {
         Err(Error::InvalidArgument(_))
     ));
     let pair = connect_pair::<libfabric::cq::Msg>(None, libfabric::cq::CqAttr::new());
-    let pool = libfabric::BufferPool::new(&pair.domain, 1, 64).unwrap();
+    let pool = libfabric::BufferPool::new(&pair.client_domain, 1, 64).unwrap();
     let buf = pool.take().unwrap();
     let err = pair.client.send(buf, 65).unwrap_err();
     assert!(
@@ -96,7 +96,7 @@ fn closing_in_the_wrong_order_is_impossible_and_reported() {
         Err(Error::InUse { users, .. }) => assert!(users >= 1),
         r => panic!("{r:?}"),
     }
-    let domain = pair.domain.clone();
+    let domain = pair.client_domain.clone();
     drop(pair);
     domain
         .close()

@@ -109,12 +109,13 @@ fn threshold_sread_returns_when_enough_completions_are_queued() {
         None,
         CqAttr::new().wait(WaitObj::Fd).threshold_condition(true),
     );
-    let pool = libfabric::BufferPool::new(&pair.domain, 8, 64).unwrap();
     for _ in 0..2 {
-        pair.server.recv(pool.take().unwrap()).unwrap();
+        pair.server.recv(pair.server_pool.take().unwrap()).unwrap();
     }
     for _ in 0..2 {
-        pair.client.send(pool.take().unwrap(), 8).unwrap();
+        pair.client
+            .send(pair.client_pool.take().unwrap(), 8)
+            .unwrap();
     }
     let mut buf: [MsgEntry; 4] = Default::default();
     let deadline = Instant::now() + Duration::from_secs(10);

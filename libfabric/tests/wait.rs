@@ -67,6 +67,11 @@ fn epoll_on_the_wait_fds_of_an_eq_and_a_cq() {
     assert_eq!(events[0].data(), 1, "the EQ's fd fired");
     let mut buf = EventBuf::new();
     let _ = eq.read(&mut buf).unwrap();
+    if !is_tcp() {
+        // Only the tcp provider's fi_cq_signal goes through the FI_GETWAIT
+        // fd; verbs signals a private pipe that only sread watches.
+        return;
+    }
     // Drained: trywait resets the fds before blocking again.
     assert_eq!(trywait(&fabric, &[&eq, &cq]).unwrap(), TryWait::MayBlock);
     let t = std::thread::spawn({
@@ -198,6 +203,9 @@ fn pollfd_sets_follow_the_change_index_protocol() {
     );
     assert!(!set.fds().is_empty(), "at least the queue's own signal fd");
     assert!(!set.refresh(&cq).unwrap(), "nothing changed");
+    if !is_tcp() {
+        return; // see epoll_on_the_wait_fds_of_an_eq_and_a_cq
+    }
     cq.signal().unwrap();
     let n = set.poll(Some(Duration::from_secs(1))).unwrap();
     assert!(n >= 1, "a signal makes one of the fds readable");

@@ -9,7 +9,8 @@ use libfabric::eq::{EqAttr, EqError, ErrDataBuf, Event, EventBuf, Read};
 use libfabric::info::{Caps, EpType};
 use libfabric::wait::WaitObj;
 use libfabric::{
-    getinfo, CompletionQueue, Domain, Endpoint, EventQueue, Fabric, Hints, Info, PassiveEndpoint,
+    getinfo, BufferPool, CompletionQueue, Domain, Endpoint, EventQueue, Fabric, Hints, Info,
+    PassiveEndpoint,
 };
 use std::time::{Duration, Instant};
 
@@ -139,9 +140,16 @@ pub fn next_event(eq: &EventQueue, others: &[&EventQueue], timeout: Duration) ->
 }
 
 /// A connected pair of MSG endpoints, each with an EQ and one CQ of format F.
+///
+/// The server's domain is opened from the connection request's `fi_info`, as
+/// providers bound to a device (verbs) require; each side has its own
+/// registered pool.
 pub struct Pair<F: Format> {
     pub fabric: Fabric,
-    pub domain: Domain,
+    pub client_domain: Domain,
+    pub server_domain: Domain,
+    pub client_pool: BufferPool,
+    pub server_pool: BufferPool,
     pub pep: PassiveEndpoint,
     pub server_eq: EventQueue,
     pub client_eq: EventQueue,
@@ -189,9 +197,10 @@ pub fn connect_pair_with<F: Format>(
     req_data: &[u8],
     accept_data: &[u8],
 ) -> Pair<F> {
-    let (fabric, domain, _) = fabric_domain();
+    let (fabric, _) = fabric();
     let (pep, server_eq, _) = listener(&fabric);
     let cinfo = client_info(&pep);
+    let domain = Domain::open(&fabric, &cinfo).expect("fi_domain (client)");
     let client_eq = fd_eq(&fabric);
     let client_cq = CompletionQueue::<F>::open(&domain, &cq_attr).unwrap();
     let client = Endpoint::open(&domain, &cinfo).unwrap();
@@ -207,8 +216,9 @@ pub fn connect_pair_with<F: Format>(
         panic!("expected CONNREQ, got {req:?}")
     };
     assert_eq!(data, req_data, "connection request data");
-    let server_cq = CompletionQueue::<F>::open(&domain, &cq_attr).unwrap();
-    let server = Endpoint::open(&domain, &info).unwrap();
+    let server_domain = Domain::open(&fabric, &info).expect("fi_domain (server)");
+    let server_cq = CompletionQueue::<F>::open(&server_domain, &cq_attr).unwrap();
+    let server = Endpoint::open(&server_domain, &info).unwrap();
     server.bind_eq(&server_eq).unwrap();
     server
         .bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)
@@ -227,7 +237,10 @@ pub fn connect_pair_with<F: Format>(
     );
     Pair {
         fabric,
-        domain,
+        client_pool: BufferPool::new(&domain, 8, 4096).unwrap(),
+        server_pool: BufferPool::new(&server_domain, 8, 4096).unwrap(),
+        client_domain: domain,
+        server_domain,
         pep,
         server_eq,
         client_eq,
