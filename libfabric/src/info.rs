@@ -172,7 +172,8 @@ impl Hints {
     /// support:
     /// - `FI_THREAD_SAFE` domains, which its `Send`/`Sync` types rely on;
     /// - mode `FI_CONTEXT | FI_CONTEXT2`: every operation is posted with
-    ///   its own `fi_context2` (see [`BufferPool`](crate::BufferPool));
+    ///   its own `fi_context2` (see [`BufferPool`](crate::BufferPool)); and
+    ///   `FI_RX_CQ_DATA`: remote CQ data arrives in posted receives;
     /// - memory registration modes `FI_MR_LOCAL | FI_MR_VIRT_ADDR |
     ///   FI_MR_ALLOCATED | FI_MR_PROV_KEY`: buffers are allocated and
     ///   registered by the pool and posted with their descriptor.
@@ -197,7 +198,7 @@ impl Hints {
         hints.domain_attr().threading = sys::FI_THREAD_SAFE;
         hints.domain_attr().mr_mode =
             sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY;
-        hints.raw().mode = sys::FI_CONTEXT | sys::FI_CONTEXT2;
+        hints.raw().mode = sys::FI_CONTEXT | sys::FI_CONTEXT2 | sys::FI_RX_CQ_DATA;
         Ok(hints)
     }
 

@@ -34,6 +34,7 @@ pub fn msg_hints() -> Hints {
         .unwrap()
         .ep_type(EpType::Msg)
         .caps(Caps::MSG)
+        .cq_data_size(4)
 }
 
 pub fn info_for(hints: &Hints) -> Info {
