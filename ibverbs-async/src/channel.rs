@@ -1,0 +1,242 @@
+//! Completion channels: `ibv_create_comp_channel(3)`, `ibv_get_cq_event(3)`,
+//! `ibv_ack_cq_events(3)`.
+//!
+//! An event read from a channel names a CQ by its address. It is resolved
+//! through the context's table of CQs (see `registry.rs`) to a [`Cq`]
+//! handle, and counted against the CQ; the counted events are acknowledged
+//! in batches and, at the latest, just before the CQ is destroyed — so
+//! `ibv_destroy_cq`, which waits for every completion event of its CQ to be
+//! acknowledged, never waits forever.
+
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::Duration;
+
+use libfabric_sys::verbs as sys;
+use nix::errno::Errno;
+
+use crate::context::{Context, ContextInner};
+use crate::cq::Cq;
+use crate::error::{check_ptr, check_rc, last_errno, Error, Result};
+use crate::fd::{set_nonblocking, wait_readable, Deadline};
+use crate::registry::{destroy_arc, Destroy, Lookup, ObjectId};
+
+pub(crate) struct ChannelInner {
+    raw: NonNull<sys::ibv_comp_channel>,
+    id: ObjectId,
+    dead: bool,
+    pub(crate) ctx: Arc<ContextInner>,
+}
+
+// SAFETY: verbs objects are safe for multi-threaded access (ibv_alloc_td(3));
+// several threads may read events from one channel, each event going to one
+// of them (the fd is non-blocking and reads are atomic in the kernel).
+unsafe impl Send for ChannelInner {}
+// SAFETY: as for Send.
+unsafe impl Sync for ChannelInner {}
+
+impl ChannelInner {
+    pub(crate) fn raw(&self) -> *mut sys::ibv_comp_channel {
+        self.raw.as_ptr()
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the fd belongs to the channel, which is open until this
+        // value is dropped; the borrow cannot outlive &self.
+        unsafe { BorrowedFd::borrow_raw((*self.raw.as_ptr()).fd) }
+    }
+
+    /// Reads one event without blocking: `Ok(None)` when the channel is
+    /// empty.
+    pub(crate) fn try_read(&self) -> Result<Option<Cq>> {
+        loop {
+            let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();
+            let mut cq_context: *mut libc::c_void = std::ptr::null_mut();
+            // SAFETY: valid channel; ibv_get_cq_event(3) fills both out
+            // pointers on success and returns -1 with errno set on failure
+            // (EAGAIN: the fd is non-blocking and empty).
+            let rc = unsafe { sys::ibv_get_cq_event(self.raw(), &mut cq, &mut cq_context) };
+            if rc != 0 {
+                match last_errno() {
+                    Errno::EINTR => continue,
+                    Errno::EAGAIN => return Ok(None),
+                    errno => {
+                        return Err(Error::Verbs {
+                            call: "ibv_get_cq_event",
+                            errno,
+                        })
+                    }
+                }
+            }
+            match self.ctx.cqs.lookup(cq as usize) {
+                Lookup::Live(inner) => {
+                    inner.record_cq_event();
+                    return Ok(Some(Cq { inner }));
+                }
+                Lookup::Dying(_) | Lookup::Missing => {
+                    // The CQ's last handle is gone and its destroy is waiting
+                    // for this acknowledgement: give it now. The CQ is still
+                    // allocated until then. The notification itself is of no
+                    // use to anybody: read the next one.
+                    // SAFETY: `cq` was returned by ibv_get_cq_event and its
+                    // destroy cannot complete before this acknowledgement.
+                    unsafe { sys::ibv_ack_cq_events(cq, 1) };
+                }
+            }
+        }
+    }
+
+    fn read(&self, deadline: Deadline) -> Result<Option<Cq>> {
+        loop {
+            if let Some(cq) = self.try_read()? {
+                return Ok(Some(cq));
+            }
+            if !wait_readable(self.fd(), deadline)? {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+impl Drop for ChannelInner {
+    fn drop(&mut self) {
+        if !self.dead {
+            // SAFETY: CQs using the channel hold an Arc of this value, so
+            // none is left (ibv_destroy_comp_channel(3) fails with EBUSY
+            // otherwise); called once.
+            unsafe { sys::ibv_destroy_comp_channel(self.raw()) };
+        }
+    }
+}
+
+impl Destroy for ChannelInner {
+    const NAME: &'static str = "completion channel";
+
+    fn destroy_now(&mut self) -> Result<()> {
+        // SAFETY: as in Drop.
+        check_rc("ibv_destroy_comp_channel", unsafe {
+            sys::ibv_destroy_comp_channel(self.raw())
+        })?;
+        self.dead = true;
+        Ok(())
+    }
+}
+
+/// A completion channel: `ibv_create_comp_channel()`.
+///
+/// CQs created with [`Context::create_cq_with_channel`] report on it, once
+/// armed with [`Cq::req_notify`]. Reading an event returns the [`Cq`] it
+/// concerns; its acknowledgement is counted against the CQ and given in
+/// batches, and before the CQ is destroyed at the latest.
+///
+/// The fd is switched to non-blocking mode at creation; blocking reads poll
+/// it first, so several threads may wait on one channel.
+///
+/// ```no_run
+/// # fn main() -> ibverbs_async::Result<()> {
+/// use std::time::Duration;
+/// use ibverbs_async::{Context, WorkCompletion};
+/// let ctx = Context::open("rxe0")?;
+/// let channel = ctx.create_comp_channel()?;
+/// let cq = ctx.create_cq_with_channel(64, &channel, 0)?;
+/// cq.req_notify(false)?;
+/// // ... post work on a queue pair using `cq` ...
+/// if let Some(cq) = channel.get_cq_event_timeout(Duration::from_secs(1))? {
+///     cq.req_notify(false)?; // re-arm, then drain
+///     let mut wc = [WorkCompletion::default(); 16];
+///     while cq.poll(&mut wc)? > 0 {}
+/// }
+/// # Ok(()) }
+/// ```
+// Send + Sync through Arc<ChannelInner>: see the `unsafe impl`s on ChannelInner
+// for why the C object may be used and dropped from any thread.
+#[derive(Clone)]
+pub struct CompChannel {
+    pub(crate) inner: Arc<ChannelInner>,
+}
+
+impl Context {
+    /// Creates a completion channel (`ibv_create_comp_channel()`).
+    #[doc(alias = "ibv_create_comp_channel")]
+    pub fn create_comp_channel(&self) -> Result<CompChannel> {
+        // SAFETY: valid context; NULL with errno set on failure.
+        let raw = check_ptr("ibv_create_comp_channel", unsafe {
+            sys::ibv_create_comp_channel(self.inner.raw())
+        })?;
+        let inner = ChannelInner {
+            raw,
+            id: ObjectId::next(),
+            dead: false,
+            ctx: Arc::clone(&self.inner),
+        };
+        // ibv_get_cq_event(3) shows the fd switched to O_NONBLOCK with fcntl
+        // for non-blocking reads.
+        set_nonblocking(inner.fd())?;
+        Ok(CompChannel {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+impl CompChannel {
+    /// The channel's identity.
+    pub fn id(&self) -> ObjectId {
+        self.inner.id
+    }
+
+    /// The channel's file descriptor (non-blocking), to wait on with
+    /// `poll`/`epoll` or an async reactor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.inner.fd()
+    }
+
+    /// Waits for the next completion event and returns its CQ
+    /// (`ibv_get_cq_event()`). Re-arm the CQ with [`Cq::req_notify`] before
+    /// draining it with [`Cq::poll`], or a completion may go unnoticed.
+    #[doc(alias = "ibv_get_cq_event")]
+    pub fn get_cq_event(&self) -> Result<Cq> {
+        loop {
+            if let Some(cq) = self.inner.read(Deadline::Never)? {
+                return Ok(cq);
+            }
+        }
+    }
+
+    /// Returns the next completion event's CQ if one is pending, without
+    /// waiting.
+    pub fn try_get_cq_event(&self) -> Result<Option<Cq>> {
+        self.inner.try_read()
+    }
+
+    /// Waits at most `timeout` for the next completion event.
+    pub fn get_cq_event_timeout(&self, timeout: Duration) -> Result<Option<Cq>> {
+        self.inner.read(Deadline::after(timeout))
+    }
+
+    /// The context the channel belongs to.
+    pub fn context(&self) -> Context {
+        Context {
+            inner: Arc::clone(&self.inner.ctx),
+        }
+    }
+
+    /// Destroys the channel now (`ibv_destroy_comp_channel()`).
+    ///
+    /// Fails with [`Error::InUse`], handing the channel back, while clones
+    /// or CQs using it remain.
+    #[doc(alias = "ibv_destroy_comp_channel")]
+    pub fn destroy(self) -> std::result::Result<(), (CompChannel, Error)> {
+        destroy_arc(self.inner).map_err(|(inner, e)| (CompChannel { inner }, e))
+    }
+}
+
+impl fmt::Debug for CompChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompChannel")
+            .field("id", &self.inner.id)
+            .field("fd", &self.inner.fd())
+            .finish()
+    }
+}

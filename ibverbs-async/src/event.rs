@@ -1,0 +1,668 @@
+//! Asynchronous events: `ibv_get_async_event(3)` / `ibv_ack_async_event(3)`.
+//!
+//! # Acknowledge before destroy, made impossible to get wrong
+//!
+//! libibverbs has two rules for an event about a CQ, QP, SRQ or WQ
+//! (`ibv_get_async_event(3)`):
+//! - destroying the object waits until every event reported for it is
+//!   acknowledged, so destroying it while holding such an event deadlocks;
+//! - acknowledging reads the object, so acknowledging after the destroy is a
+//!   use after free.
+//!
+//! Here an [`AsyncEvent`] holds a strong reference to the object it names
+//! ([`Element::Cq`], [`Element::Qp`], [`Element::Srq`]). The real
+//! `ibv_destroy_*` runs when the object's last reference goes, so it cannot
+//! start while the event is held, whatever the program drops; and the
+//! event's `Drop` acknowledges *before* it releases that reference, so the
+//! destroy it may trigger finds nothing left to wait for. If the event is
+//! read at the moment another thread drops the object's last handle (that
+//! thread then waits inside `ibv_destroy_*` for this very acknowledgement),
+//! the event is acknowledged at once and reports [`Element::Destroyed`].
+//!
+//! The event borrows the [`Context`] it was read from, so the context
+//! handle cannot be dropped or closed while an event is held.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use libfabric_sys::verbs as sys;
+use nix::errno::Errno;
+
+use crate::context::Context;
+use crate::cq::Cq;
+use crate::error::{last_errno, Error, Result};
+use crate::fd::{wait_readable, Deadline};
+use crate::qp::Qp;
+use crate::registry::{Lookup, ObjectId};
+use crate::srq::Srq;
+
+/// The type of an asynchronous event (`enum ibv_event_type`).
+///
+/// Values this crate does not know decode to [`EventType::Unknown`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EventType {
+    /// `IBV_EVENT_CQ_ERR`: CQ overrun; the CQ is in error.
+    CqErr,
+    /// `IBV_EVENT_QP_FATAL`: error on a QP's work queue; the QP is in error.
+    QpFatal,
+    /// `IBV_EVENT_QP_REQ_ERR`: invalid request on a QP's work queue.
+    QpReqErr,
+    /// `IBV_EVENT_QP_ACCESS_ERR`: local access violation on a QP.
+    QpAccessErr,
+    /// `IBV_EVENT_COMM_EST`: first packet received on a QP in RTR.
+    CommEst,
+    /// `IBV_EVENT_SQ_DRAINED`: a QP's send queue drained in SQD.
+    SqDrained,
+    /// `IBV_EVENT_PATH_MIG`: a QP migrated to its alternate path.
+    PathMig,
+    /// `IBV_EVENT_PATH_MIG_ERR`: path migration failed.
+    PathMigErr,
+    /// `IBV_EVENT_DEVICE_FATAL`: the device is unusable.
+    DeviceFatal,
+    /// `IBV_EVENT_PORT_ACTIVE`: a port became active.
+    PortActive,
+    /// `IBV_EVENT_PORT_ERR`: a port left the active state.
+    PortErr,
+    /// `IBV_EVENT_LID_CHANGE`: a port's LID changed.
+    LidChange,
+    /// `IBV_EVENT_PKEY_CHANGE`: a port's P_Key table changed.
+    PkeyChange,
+    /// `IBV_EVENT_SM_CHANGE`: a port's subnet manager changed.
+    SmChange,
+    /// `IBV_EVENT_SRQ_ERR`: error on an SRQ.
+    SrqErr,
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`: an armed SRQ fell below its limit.
+    SrqLimitReached,
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`: the last receive of a QP attached
+    /// to an SRQ was consumed after the QP went to error.
+    QpLastWqeReached,
+    /// `IBV_EVENT_CLIENT_REREGISTER`: the subnet manager asks to register
+    /// again.
+    ClientReregister,
+    /// `IBV_EVENT_GID_CHANGE`: a port's GID table changed.
+    GidChange,
+    /// `IBV_EVENT_WQ_FATAL`: error on a work queue.
+    WqFatal,
+    /// A value this crate does not know (newer kernels or libraries).
+    Unknown(u32),
+}
+
+/// What kind of element an event type names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElementKind {
+    /// A completion queue.
+    Cq,
+    /// A queue pair.
+    Qp,
+    /// A shared receive queue.
+    Srq,
+    /// A work queue.
+    Wq,
+    /// A port, by number.
+    Port,
+    /// The device as a whole.
+    Device,
+    /// Not known for an [`EventType::Unknown`].
+    Unknown,
+}
+
+impl EventType {
+    const TABLE: [(u32, EventType, &'static str); 20] = [
+        (sys::IBV_EVENT_CQ_ERR, EventType::CqErr, "IBV_EVENT_CQ_ERR"),
+        (
+            sys::IBV_EVENT_QP_FATAL,
+            EventType::QpFatal,
+            "IBV_EVENT_QP_FATAL",
+        ),
+        (
+            sys::IBV_EVENT_QP_REQ_ERR,
+            EventType::QpReqErr,
+            "IBV_EVENT_QP_REQ_ERR",
+        ),
+        (
+            sys::IBV_EVENT_QP_ACCESS_ERR,
+            EventType::QpAccessErr,
+            "IBV_EVENT_QP_ACCESS_ERR",
+        ),
+        (
+            sys::IBV_EVENT_COMM_EST,
+            EventType::CommEst,
+            "IBV_EVENT_COMM_EST",
+        ),
+        (
+            sys::IBV_EVENT_SQ_DRAINED,
+            EventType::SqDrained,
+            "IBV_EVENT_SQ_DRAINED",
+        ),
+        (
+            sys::IBV_EVENT_PATH_MIG,
+            EventType::PathMig,
+            "IBV_EVENT_PATH_MIG",
+        ),
+        (
+            sys::IBV_EVENT_PATH_MIG_ERR,
+            EventType::PathMigErr,
+            "IBV_EVENT_PATH_MIG_ERR",
+        ),
+        (
+            sys::IBV_EVENT_DEVICE_FATAL,
+            EventType::DeviceFatal,
+            "IBV_EVENT_DEVICE_FATAL",
+        ),
+        (
+            sys::IBV_EVENT_PORT_ACTIVE,
+            EventType::PortActive,
+            "IBV_EVENT_PORT_ACTIVE",
+        ),
+        (
+            sys::IBV_EVENT_PORT_ERR,
+            EventType::PortErr,
+            "IBV_EVENT_PORT_ERR",
+        ),
+        (
+            sys::IBV_EVENT_LID_CHANGE,
+            EventType::LidChange,
+            "IBV_EVENT_LID_CHANGE",
+        ),
+        (
+            sys::IBV_EVENT_PKEY_CHANGE,
+            EventType::PkeyChange,
+            "IBV_EVENT_PKEY_CHANGE",
+        ),
+        (
+            sys::IBV_EVENT_SM_CHANGE,
+            EventType::SmChange,
+            "IBV_EVENT_SM_CHANGE",
+        ),
+        (
+            sys::IBV_EVENT_SRQ_ERR,
+            EventType::SrqErr,
+            "IBV_EVENT_SRQ_ERR",
+        ),
+        (
+            sys::IBV_EVENT_SRQ_LIMIT_REACHED,
+            EventType::SrqLimitReached,
+            "IBV_EVENT_SRQ_LIMIT_REACHED",
+        ),
+        (
+            sys::IBV_EVENT_QP_LAST_WQE_REACHED,
+            EventType::QpLastWqeReached,
+            "IBV_EVENT_QP_LAST_WQE_REACHED",
+        ),
+        (
+            sys::IBV_EVENT_CLIENT_REREGISTER,
+            EventType::ClientReregister,
+            "IBV_EVENT_CLIENT_REREGISTER",
+        ),
+        (
+            sys::IBV_EVENT_GID_CHANGE,
+            EventType::GidChange,
+            "IBV_EVENT_GID_CHANGE",
+        ),
+        (
+            sys::IBV_EVENT_WQ_FATAL,
+            EventType::WqFatal,
+            "IBV_EVENT_WQ_FATAL",
+        ),
+    ];
+
+    /// Decodes an `enum ibv_event_type` value.
+    pub fn from_raw(raw: u32) -> EventType {
+        Self::TABLE
+            .iter()
+            .find(|(v, _, _)| *v == raw)
+            .map_or(EventType::Unknown(raw), |(_, t, _)| *t)
+    }
+
+    /// The `enum ibv_event_type` value.
+    pub fn to_raw(self) -> u32 {
+        match self {
+            EventType::Unknown(raw) => raw,
+            known => Self::TABLE
+                .iter()
+                .find(|(_, t, _)| *t == known)
+                .map_or(u32::MAX, |(v, _, _)| *v),
+        }
+    }
+
+    /// The C name, e.g. `"IBV_EVENT_PORT_ERR"`; `None` for unknown values.
+    pub fn name(self) -> Option<&'static str> {
+        Self::TABLE
+            .iter()
+            .find(|(_, t, _)| *t == self)
+            .map(|(_, _, n)| *n)
+    }
+
+    /// What the event's element is, per `ibv_get_async_event(3)`.
+    pub fn element_kind(self) -> ElementKind {
+        use EventType::*;
+        match self {
+            CqErr => ElementKind::Cq,
+            QpFatal | QpReqErr | QpAccessErr | CommEst | SqDrained | PathMig | PathMigErr
+            | QpLastWqeReached => ElementKind::Qp,
+            SrqErr | SrqLimitReached => ElementKind::Srq,
+            WqFatal => ElementKind::Wq,
+            PortActive | PortErr | LidChange | PkeyChange | SmChange | ClientReregister
+            | GidChange => ElementKind::Port,
+            DeviceFatal => ElementKind::Device,
+            Unknown(_) => ElementKind::Unknown,
+        }
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "unknown event type {}", self.to_raw()),
+        }
+    }
+}
+
+/// What an [`AsyncEvent`] is about, resolved to this crate's objects.
+#[derive(Debug)]
+pub enum Element {
+    /// The CQ (held until the event is dropped).
+    Cq(Cq),
+    /// The QP (held until the event is dropped).
+    Qp(Qp),
+    /// The SRQ (held until the event is dropped).
+    Srq(Srq),
+    /// A work queue, by number (this crate creates none).
+    Wq {
+        /// `ibv_wq.wq_num`.
+        wq_num: u32,
+    },
+    /// A port number.
+    Port(u8),
+    /// The device.
+    Device,
+    /// The object was being destroyed when the event was read: its last
+    /// handle was already gone. The event was acknowledged at once so that
+    /// the destroy could finish; only its identity remains.
+    Destroyed(ElementId),
+    /// A CQ, QP or SRQ this crate did not create.
+    Untracked(ElementKind),
+    /// The raw element of an event type this crate does not know.
+    Unknown(u64),
+}
+
+/// The identity of an event's element: a plain copyable value that outlives
+/// the event (see [`AsyncEventInfo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElementId {
+    /// A CQ.
+    Cq(ObjectId),
+    /// A QP and its number.
+    Qp {
+        /// The QP's identity.
+        id: ObjectId,
+        /// The QP number.
+        qp_num: u32,
+    },
+    /// An SRQ.
+    Srq(ObjectId),
+    /// A work queue.
+    Wq {
+        /// The WQ number.
+        wq_num: u32,
+    },
+    /// A port number.
+    Port(u8),
+    /// The device.
+    Device,
+    /// A CQ, QP or SRQ this crate did not create.
+    Untracked(ElementKind),
+    /// The raw element of an unknown event type.
+    Unknown(u64),
+}
+
+impl Element {
+    /// The element's identity.
+    pub fn id(&self) -> ElementId {
+        match self {
+            Element::Cq(cq) => ElementId::Cq(cq.id()),
+            Element::Qp(qp) => ElementId::Qp {
+                id: qp.id(),
+                qp_num: qp.qp_num(),
+            },
+            Element::Srq(srq) => ElementId::Srq(srq.id()),
+            Element::Wq { wq_num } => ElementId::Wq { wq_num: *wq_num },
+            Element::Port(p) => ElementId::Port(*p),
+            Element::Device => ElementId::Device,
+            Element::Destroyed(id) => *id,
+            Element::Untracked(kind) => ElementId::Untracked(*kind),
+            Element::Unknown(raw) => ElementId::Unknown(*raw),
+        }
+    }
+}
+
+impl fmt::Display for ElementId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ElementId::Cq(id) => write!(f, "CQ {id}"),
+            ElementId::Qp { id, qp_num } => write!(f, "QP {id} (qp_num {qp_num:#x})"),
+            ElementId::Srq(id) => write!(f, "SRQ {id}"),
+            ElementId::Wq { wq_num } => write!(f, "WQ {wq_num:#x}"),
+            ElementId::Port(p) => write!(f, "port {p}"),
+            ElementId::Device => f.write_str("device"),
+            ElementId::Untracked(kind) => write!(f, "untracked {kind:?}"),
+            ElementId::Unknown(raw) => write!(f, "element {raw:#x}"),
+        }
+    }
+}
+
+/// A copy of an event's type and element identity, made when the event is
+/// acknowledged; holds no reference to any object.
+// Plain integers copied out of C: Send + Sync by construction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AsyncEventInfo {
+    /// The event type.
+    pub event_type: EventType,
+    /// Its element.
+    pub element: ElementId,
+}
+
+impl fmt::Display for AsyncEventInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}", self.event_type, self.element)
+    }
+}
+
+/// An asynchronous event, not yet acknowledged: `ibv_get_async_event()`.
+///
+/// Dropping it acknowledges it (`ibv_ack_async_event()`), and so does
+/// [`ack`](AsyncEvent::ack); a panic while it is held acknowledges it too
+/// (`Drop` runs during unwinding). It holds the CQ, QP or SRQ it names, so
+/// that object cannot be destroyed before the acknowledgement, and it
+/// borrows the [`Context`], which cannot be dropped or closed meanwhile.
+///
+/// `Send` and `Sync`: `ibv_ack_async_event` may run on any thread
+/// (libibverbs takes the object's mutex and signals its condition variable;
+/// nothing ties the acknowledgement to the reading thread), and the object
+/// it touches is kept alive by the held reference.
+#[must_use = "dropping an AsyncEvent acknowledges it at once; use `ack()` to make that explicit"]
+pub struct AsyncEvent<'ctx> {
+    raw: sys::ibv_async_event,
+    event_type: EventType,
+    /// Dropped after `Drop::drop` acknowledged: the acknowledgement comes
+    /// before the object's destroy can start.
+    element: Element,
+    needs_ack: bool,
+    _ctx: PhantomData<&'ctx Context>,
+}
+
+// SAFETY: see the type's documentation: acknowledging from another thread
+// is allowed (ibv_ack_async_event(3) only locks the object's mutex), the
+// element pointer stays valid because the event holds the object (or, for
+// port and device events, acknowledging touches nothing), and the borrowed
+// Context is Sync.
+unsafe impl Send for AsyncEvent<'_> {}
+// SAFETY: shared access only reads the copied type and the element handle,
+// which is Sync itself.
+unsafe impl Sync for AsyncEvent<'_> {}
+
+impl<'ctx> AsyncEvent<'ctx> {
+    /// The event type.
+    pub fn event_type(&self) -> EventType {
+        self.event_type
+    }
+
+    /// The element the event is about.
+    pub fn element(&self) -> &Element {
+        &self.element
+    }
+
+    /// A copy of the type and element identity.
+    pub fn info(&self) -> AsyncEventInfo {
+        AsyncEventInfo {
+            event_type: self.event_type,
+            element: self.element.id(),
+        }
+    }
+
+    /// The CQ of a CQ event.
+    pub fn cq(&self) -> Option<&Cq> {
+        match &self.element {
+            Element::Cq(cq) => Some(cq),
+            _ => None,
+        }
+    }
+
+    /// The QP of a QP event.
+    pub fn qp(&self) -> Option<&Qp> {
+        match &self.element {
+            Element::Qp(qp) => Some(qp),
+            _ => None,
+        }
+    }
+
+    /// The SRQ of an SRQ event.
+    pub fn srq(&self) -> Option<&Srq> {
+        match &self.element {
+            Element::Srq(srq) => Some(srq),
+            _ => None,
+        }
+    }
+
+    /// The port number of a port event.
+    pub fn port(&self) -> Option<u8> {
+        match self.element {
+            Element::Port(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Acknowledges the event (`ibv_ack_async_event()`) and returns a copy
+    /// of what it was. Equivalent to dropping it, but explicit.
+    #[doc(alias = "ibv_ack_async_event")]
+    pub fn ack(self) -> AsyncEventInfo {
+        self.info()
+        // `self` is dropped here: Drop acknowledges, then releases the
+        // element.
+    }
+
+    fn ack_now(&mut self) {
+        if std::mem::take(&mut self.needs_ack) {
+            // SAFETY: the event came from ibv_get_async_event and is
+            // acknowledged once (`needs_ack` is cleared first). Its element
+            // pointer is valid: for CQ/QP/SRQ events this value holds the
+            // object, whose destroy cannot start before the reference is
+            // released after this call; a WQ or untracked object cannot be
+            // destroyed before this acknowledgement (libibverbs waits for
+            // it); other events do not touch the element.
+            unsafe { sys::ibv_ack_async_event(&mut self.raw) };
+        }
+    }
+}
+
+impl Drop for AsyncEvent<'_> {
+    fn drop(&mut self) {
+        self.ack_now();
+        // `element` is dropped after this: it may hold the last reference to
+        // its object, whose destroy now has nothing left to wait for.
+    }
+}
+
+impl fmt::Debug for AsyncEvent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncEvent")
+            .field("event_type", &self.event_type)
+            .field("element", &self.element)
+            .finish()
+    }
+}
+
+impl fmt::Display for AsyncEvent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.info(), f)
+    }
+}
+
+/// Reads one event without blocking and resolves it; `Ok(None)` on EAGAIN.
+pub(crate) fn try_read(ctx: &Context) -> Result<Option<AsyncEvent<'_>>> {
+    // SAFETY: ibv_async_event is plain data (a union of pointers and an
+    // int, and an enum); all-zero is a valid value.
+    let mut raw: sys::ibv_async_event = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid context; ibv_get_async_event(3) fills `raw` and
+        // returns 0, or -1 with errno set (EAGAIN: the fd is non-blocking
+        // and empty).
+        let rc = unsafe { sys::ibv_get_async_event(ctx.inner.raw(), &mut raw) };
+        if rc == 0 {
+            return Ok(Some(resolve(ctx, raw)));
+        }
+        match last_errno() {
+            Errno::EINTR => continue,
+            Errno::EAGAIN => return Ok(None),
+            errno => {
+                return Err(Error::Verbs {
+                    call: "ibv_get_async_event",
+                    errno,
+                })
+            }
+        }
+    }
+}
+
+/// Resolves the element of a freshly read event to this crate's objects.
+fn resolve(ctx: &Context, raw: sys::ibv_async_event) -> AsyncEvent<'_> {
+    #[cfg(feature = "rxe-tests")]
+    crate::test_hooks::before_resolve();
+
+    let event_type = EventType::from_raw(raw.event_type);
+    let mut event = AsyncEvent {
+        raw,
+        event_type,
+        element: Element::Device,
+        needs_ack: true,
+        _ctx: PhantomData,
+    };
+    let inner = &ctx.inner;
+    // SAFETY (all union reads below): ibv_get_async_event(3) sets the union
+    // member that matches the event type, which element_kind() follows; the
+    // pointed-to object is alive until this event is acknowledged.
+    event.element = match event_type.element_kind() {
+        ElementKind::Cq => {
+            // SAFETY: see above: a CQ event carries `cq`.
+            let p = unsafe { raw.element.cq };
+            match inner.cqs.lookup(p as usize) {
+                Lookup::Live(cq) => Element::Cq(Cq { inner: cq }),
+                Lookup::Dying(id) => {
+                    event.ack_now();
+                    Element::Destroyed(ElementId::Cq(id))
+                }
+                Lookup::Missing => Element::Untracked(ElementKind::Cq),
+            }
+        }
+        ElementKind::Qp => {
+            // SAFETY: see above: a QP event carries `qp`.
+            let p = unsafe { raw.element.qp };
+            match inner.qps.lookup(p as usize) {
+                Lookup::Live(qp) => Element::Qp(Qp { inner: qp }),
+                Lookup::Dying(id) => {
+                    // SAFETY: the QP is alive until acknowledged (now).
+                    let qp_num = unsafe { (*p).qp_num };
+                    event.ack_now();
+                    Element::Destroyed(ElementId::Qp { id, qp_num })
+                }
+                Lookup::Missing => Element::Untracked(ElementKind::Qp),
+            }
+        }
+        ElementKind::Srq => {
+            // SAFETY: see above: an SRQ event carries `srq`.
+            let p = unsafe { raw.element.srq };
+            match inner.srqs.lookup(p as usize) {
+                Lookup::Live(srq) => Element::Srq(Srq { inner: srq }),
+                Lookup::Dying(id) => {
+                    event.ack_now();
+                    Element::Destroyed(ElementId::Srq(id))
+                }
+                Lookup::Missing => Element::Untracked(ElementKind::Srq),
+            }
+        }
+        ElementKind::Wq => {
+            // SAFETY: see above: a WQ event carries `wq`, alive until
+            // acknowledged.
+            let wq_num = unsafe { (*raw.element.wq).wq_num };
+            Element::Wq { wq_num }
+        }
+        ElementKind::Port => {
+            // SAFETY: see above: a port event carries `port_num`.
+            let port = unsafe { raw.element.port_num };
+            Element::Port(u8::try_from(port).unwrap_or(0))
+        }
+        ElementKind::Device => Element::Device,
+        ElementKind::Unknown => {
+            // SAFETY: every member is plain data; reading the pointer-sized
+            // one copies the raw bits.
+            Element::Unknown(unsafe { raw.element.cq } as u64)
+        }
+    };
+    event
+}
+
+impl Context {
+    /// The asynchronous event file descriptor (non-blocking), to wait on with
+    /// `poll`/`epoll` or an async reactor.
+    pub fn async_fd(&self) -> BorrowedFd<'_> {
+        self.inner.async_fd()
+    }
+
+    /// Returns the next asynchronous event if one is pending, without
+    /// waiting.
+    pub fn try_get_async_event(&self) -> Result<Option<AsyncEvent<'_>>> {
+        try_read(self)
+    }
+
+    /// Waits for the next asynchronous event (`ibv_get_async_event()`).
+    ///
+    /// Several threads may wait at once; each event reaches exactly one.
+    ///
+    /// ```no_run
+    /// # fn main() -> ibverbs_async::Result<()> {
+    /// use ibverbs_async::{Context, Element, EventType};
+    /// let ctx = Context::open("rxe0")?;
+    /// let event = ctx.get_async_event()?;
+    /// match (event.event_type(), event.element()) {
+    ///     (EventType::PortErr, Element::Port(port)) => println!("port {port} went down"),
+    ///     (EventType::CqErr, Element::Cq(cq)) => println!("{cq:?} overran"),
+    ///     (other, element) => println!("{other} on {:?}", element),
+    /// }
+    /// event.ack();
+    /// # Ok(()) }
+    /// ```
+    #[doc(alias = "ibv_get_async_event")]
+    pub fn get_async_event(&self) -> Result<AsyncEvent<'_>> {
+        loop {
+            if let Some(event) = self.read_async(Deadline::Never)? {
+                return Ok(event);
+            }
+        }
+    }
+
+    /// Waits at most `timeout` for the next asynchronous event.
+    pub fn get_async_event_timeout(&self, timeout: Duration) -> Result<Option<AsyncEvent<'_>>> {
+        self.read_async(Deadline::after(timeout))
+    }
+
+    /// Waits for the next asynchronous event, acknowledges it at once and
+    /// returns a copy of it.
+    pub fn get_and_ack(&self) -> Result<AsyncEventInfo> {
+        self.get_async_event().map(AsyncEvent::ack)
+    }
+
+    fn read_async(&self, deadline: Deadline) -> Result<Option<AsyncEvent<'_>>> {
+        loop {
+            if let Some(event) = try_read(self)? {
+                return Ok(Some(event));
+            }
+            if !wait_readable(self.inner.async_fd(), deadline)? {
+                return Ok(None);
+            }
+        }
+    }
+}

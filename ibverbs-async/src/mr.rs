@@ -1,0 +1,351 @@
+//! Memory regions that own their memory: `ibv_reg_mr(3)` /
+//! `ibv_dereg_mr(3)`.
+//!
+//! The device reads and writes registered memory on its own, at any time
+//! while a work request that names it is outstanding (and, with remote
+//! access, whenever a peer chooses). So the memory of an [`Mr`] is allocated
+//! and freed by the MR itself, never lent out as `&[u8]`/`&mut [u8]`, and is
+//! accessed only by copying in and out through raw pointers. The memory is
+//! freed only after `ibv_dereg_mr` succeeded, and a queue pair or SRQ that
+//! was given work on an MR keeps it registered until the queue is destroyed.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::fmt;
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use bitflags::bitflags;
+use libfabric_sys::verbs as sys;
+
+use crate::error::{check_ptr, check_rc, Error, Result};
+use crate::pd::{Pd, PdInner};
+use crate::registry::{destroy_arc, Destroy, ObjectId};
+
+bitflags! {
+    /// Access rights of a memory region or queue pair
+    /// (`enum ibv_access_flags`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct AccessFlags: u32 {
+        /// The local device may write (needed to receive into the region).
+        const LOCAL_WRITE = sys::IBV_ACCESS_LOCAL_WRITE;
+        /// Peers may RDMA-write into the region (needs `LOCAL_WRITE`).
+        const REMOTE_WRITE = sys::IBV_ACCESS_REMOTE_WRITE;
+        /// Peers may RDMA-read the region.
+        const REMOTE_READ = sys::IBV_ACCESS_REMOTE_READ;
+        /// Peers may run atomics on the region (needs `LOCAL_WRITE`).
+        const REMOTE_ATOMIC = sys::IBV_ACCESS_REMOTE_ATOMIC;
+        /// Relaxed PCI ordering, where the device supports it.
+        const RELAXED_ORDERING = sys::IBV_ACCESS_RELAXED_ORDERING;
+    }
+}
+
+/// Alignment of the memory of every region: a page, so that two regions
+/// never share one.
+const ALIGN: usize = 4096;
+
+pub(crate) struct MrInner {
+    raw: NonNull<sys::ibv_mr>,
+    id: ObjectId,
+    buf: NonNull<u8>,
+    layout: Layout,
+    len: usize,
+    registered: bool,
+    pub(crate) pd: Arc<PdInner>,
+}
+
+// SAFETY: the ibv_mr is only passed to thread-safe verbs (ibv_alloc_td(3)),
+// and the buffer is reached only through the copy methods of Mr, whose
+// receivers (&self for reads, &mut self for writes) exclude data races
+// between Rust threads.
+unsafe impl Send for MrInner {}
+// SAFETY: as for Send.
+unsafe impl Sync for MrInner {}
+
+impl MrInner {
+    pub(crate) fn id(&self) -> ObjectId {
+        self.id
+    }
+
+    pub(crate) fn lkey(&self) -> u32 {
+        // SAFETY: the ibv_mr stays valid while registered; lkey is written
+        // once by ibv_reg_mr.
+        unsafe { (*self.raw.as_ptr()).lkey }
+    }
+
+    pub(crate) fn rkey(&self) -> u32 {
+        // SAFETY: as for lkey.
+        unsafe { (*self.raw.as_ptr()).rkey }
+    }
+
+    pub(crate) fn addr(&self) -> u64 {
+        self.buf.as_ptr() as u64
+    }
+
+    /// The scatter/gather entry for `range`, checked against the region.
+    pub(crate) fn sge(&self, range: &Range<usize>) -> Result<sys::ibv_sge> {
+        check_range("memory region", range.start, range.len(), self.len)?;
+        let length = u32::try_from(range.len())
+            .map_err(|_| Error::InvalidArgument("a work request covers at most 4 GiB"))?;
+        Ok(sys::ibv_sge {
+            addr: self.addr() + range.start as u64,
+            length,
+            lkey: self.lkey(),
+        })
+    }
+
+    fn dereg(&mut self) -> Result<()> {
+        // SAFETY: the MR was registered by ibv_reg_mr and is deregistered
+        // once; queues that used it hold an Arc of this value, so none is
+        // left to access it.
+        check_rc("ibv_dereg_mr", unsafe {
+            sys::ibv_dereg_mr(self.raw.as_ptr())
+        })?;
+        self.registered = false;
+        Ok(())
+    }
+}
+
+impl Drop for MrInner {
+    fn drop(&mut self) {
+        if self.registered && self.dereg().is_err() {
+            // The device may still reach the memory: leak it rather than
+            // hand it back to the allocator.
+            return;
+        }
+        // SAFETY: allocated in Pd::reg_mr with this layout, and no longer
+        // registered, so the device no longer accesses it.
+        unsafe { dealloc(self.buf.as_ptr(), self.layout) };
+    }
+}
+
+impl Destroy for MrInner {
+    const NAME: &'static str = "memory region";
+
+    fn destroy_now(&mut self) -> Result<()> {
+        self.dereg()
+        // Drop then frees the memory.
+    }
+}
+
+fn check_range(what: &'static str, offset: usize, len: usize, size: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::OutOfBounds {
+            what,
+            offset,
+            len,
+            size,
+        }),
+    }
+}
+
+/// A memory region that owns its zero-initialised, page-aligned memory:
+/// `ibv_reg_mr()`.
+///
+/// Its bytes are reached by copying ([`write`](Mr::write),
+/// [`read`](Mr::read)), never by reference, because the device may write
+/// them at any time. Reading while the device writes gives unspecified
+/// bytes (not undefined behaviour); read after the completion that says the
+/// data arrived.
+///
+/// Not `Clone`: `write` takes `&mut self`, so Rust threads cannot race on
+/// the contents. Queues that were given work on the region hold it
+/// registered until they are destroyed, even after this handle is dropped.
+///
+/// ```no_run
+/// # fn main() -> ibverbs_async::Result<()> {
+/// use ibverbs_async::{AccessFlags, Context};
+/// let ctx = Context::open("rxe0")?;
+/// let pd = ctx.alloc_pd()?;
+/// let mut mr = pd.reg_mr(4096, AccessFlags::LOCAL_WRITE)?;
+/// mr.write(0, b"hello")?;
+/// let mut out = [0u8; 5];
+/// mr.read(0, &mut out)?;
+/// assert_eq!(&out, b"hello");
+/// # Ok(()) }
+/// ```
+// Send + Sync through Arc<MrInner>: see the `unsafe impl`s on MrInner
+// for why the C object may be used and dropped from any thread.
+pub struct Mr {
+    pub(crate) inner: Arc<MrInner>,
+}
+
+impl Pd {
+    /// Allocates `len` zeroed bytes and registers them with `access`
+    /// (`ibv_reg_mr()`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `len == 0`; [`Error::Verbs`] when the
+    /// registration fails.
+    #[doc(alias = "ibv_reg_mr")]
+    pub fn reg_mr(&self, len: usize, access: AccessFlags) -> Result<Mr> {
+        if len == 0 {
+            return Err(Error::InvalidArgument(
+                "a memory region needs at least one byte",
+            ));
+        }
+        let size = len
+            .checked_next_multiple_of(ALIGN)
+            .ok_or(Error::InvalidArgument("memory region too large"))?;
+        let layout = Layout::from_size_align(size, ALIGN)
+            .map_err(|_| Error::InvalidArgument("memory region too large"))?;
+        // SAFETY: the layout has a non-zero size.
+        let buf = unsafe { alloc_zeroed(layout) };
+        let Some(buf) = NonNull::new(buf) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        let access = libc::c_int::try_from(access.bits())
+            .map_err(|_| Error::InvalidArgument("access flags out of range"))?;
+        // SAFETY: the buffer is `len` (<= size) bytes of live memory owned by
+        // the MrInner built below, which frees it only after ibv_dereg_mr;
+        // ibv_reg_mr(3) returns NULL with errno set on failure.
+        let raw = unsafe { sys::ibv_reg_mr(self.inner.raw(), buf.as_ptr().cast(), len, access) };
+        let raw = match check_ptr("ibv_reg_mr", raw) {
+            Ok(raw) => raw,
+            Err(e) => {
+                // SAFETY: allocated above with this layout, never registered.
+                unsafe { dealloc(buf.as_ptr(), layout) };
+                return Err(e);
+            }
+        };
+        Ok(Mr {
+            inner: Arc::new(MrInner {
+                raw,
+                id: ObjectId::next(),
+                buf,
+                layout,
+                len,
+                registered: true,
+                pd: Arc::clone(&self.inner),
+            }),
+        })
+    }
+}
+
+impl Mr {
+    /// The region's identity.
+    pub fn id(&self) -> ObjectId {
+        self.inner.id
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// Whether the region is empty (never: regions have at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// Local key, used in scatter/gather entries.
+    pub fn lkey(&self) -> u32 {
+        self.inner.lkey()
+    }
+
+    /// Remote key, for peers' RDMA reads and writes.
+    pub fn rkey(&self) -> u32 {
+        self.inner.rkey()
+    }
+
+    /// The address and key a peer uses to reach byte `offset` of this
+    /// region with RDMA read or write.
+    pub fn remote(&self, offset: usize) -> Result<RemoteAddr> {
+        check_range("memory region", offset, 0, self.inner.len)?;
+        Ok(RemoteAddr {
+            addr: self.inner.addr() + offset as u64,
+            rkey: self.inner.rkey(),
+        })
+    }
+
+    /// Copies `data` into the region at `offset`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] if the range does not fit.
+    pub fn write(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        check_range("memory region", offset, data.len(), self.inner.len)?;
+        // SAFETY: offset..offset+len is inside the allocation (checked);
+        // `data` is a distinct Rust borrow, so they do not overlap; no Rust
+        // reference to the region exists (&mut self excludes other copies).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.inner.buf.as_ptr().add(offset),
+                data.len(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies bytes from the region at `offset` into `out`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] if the range does not fit.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        check_range("memory region", offset, out.len(), self.inner.len)?;
+        // SAFETY: in bounds (checked); `out` is a distinct exclusive borrow;
+        // Rust-side writers need &mut self, so none runs concurrently. The
+        // device may write concurrently, which can only give stale bytes:
+        // the copy goes through raw pointers, never a reference.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.inner.buf.as_ptr().add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies `range` out of the region into a new vector.
+    pub fn to_vec(&self, range: Range<usize>) -> Result<Vec<u8>> {
+        let mut v = vec![0; range.len()];
+        self.read(range.start, &mut v)?;
+        Ok(v)
+    }
+
+    /// Sets every byte of the region to `byte`.
+    pub fn fill(&mut self, byte: u8) {
+        // SAFETY: the whole allocation's first `len` bytes; &mut self
+        // excludes Rust-side readers.
+        unsafe { std::ptr::write_bytes(self.inner.buf.as_ptr(), byte, self.inner.len) };
+    }
+
+    /// The protection domain of the region.
+    pub fn pd(&self) -> Pd {
+        Pd {
+            inner: Arc::clone(&self.inner.pd),
+        }
+    }
+
+    /// Deregisters the region now (`ibv_dereg_mr()`) and frees its memory.
+    ///
+    /// Fails with [`Error::InUse`], handing the region back, while a queue
+    /// pair or SRQ that was given work on it is alive.
+    #[doc(alias = "ibv_dereg_mr")]
+    pub fn dereg(self) -> std::result::Result<(), (Mr, Error)> {
+        destroy_arc(self.inner).map_err(|(inner, e)| (Mr { inner }, e))
+    }
+}
+
+impl fmt::Debug for Mr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mr")
+            .field("id", &self.inner.id)
+            .field("len", &self.inner.len)
+            .field("lkey", &self.lkey())
+            .field("rkey", &self.rkey())
+            .finish()
+    }
+}
+
+/// Where a peer's memory is: a virtual address and the remote key of the
+/// region around it, as exchanged out of band for RDMA read and write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteAddr {
+    /// Virtual address in the peer's region.
+    pub addr: u64,
+    /// The region's remote key.
+    pub rkey: u32,
+}

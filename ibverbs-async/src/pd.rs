@@ -1,0 +1,122 @@
+//! Protection domains: `ibv_alloc_pd(3)` / `ibv_dealloc_pd(3)`.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use libfabric_sys::verbs as sys;
+
+use crate::context::{Context, ContextInner};
+use crate::error::{check_ptr, check_rc, Error, Result};
+use crate::registry::{destroy_arc, Destroy, ObjectId};
+
+pub(crate) struct PdInner {
+    raw: NonNull<sys::ibv_pd>,
+    id: ObjectId,
+    dead: bool,
+    pub(crate) ctx: Arc<ContextInner>,
+}
+
+// SAFETY: verbs objects are safe for multi-threaded access (ibv_alloc_td(3));
+// the raw pointer is only passed to thread-safe verbs.
+unsafe impl Send for PdInner {}
+// SAFETY: as for Send.
+unsafe impl Sync for PdInner {}
+
+impl PdInner {
+    pub(crate) fn raw(&self) -> *mut sys::ibv_pd {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        if !self.dead {
+            // SAFETY: MRs, QPs and SRQs of this PD hold an Arc of it, so none
+            // is left (ibv_dealloc_pd(3) fails with EBUSY otherwise); called
+            // once. The error, if any, is ignored: Drop cannot report it.
+            unsafe { sys::ibv_dealloc_pd(self.raw()) };
+        }
+    }
+}
+
+impl Destroy for PdInner {
+    const NAME: &'static str = "protection domain";
+
+    fn destroy_now(&mut self) -> Result<()> {
+        // SAFETY: as in Drop.
+        check_rc("ibv_dealloc_pd", unsafe { sys::ibv_dealloc_pd(self.raw()) })?;
+        self.dead = true;
+        Ok(())
+    }
+}
+
+/// A protection domain: `ibv_alloc_pd()`. Memory regions, queue pairs and
+/// shared receive queues are created from it.
+///
+/// A cheap handle (an `Arc`); clones refer to the same PD. Objects created
+/// from it hold it, so it is deallocated after them.
+// Send + Sync through Arc<PdInner>: see the `unsafe impl`s on PdInner
+// for why the C object may be used and dropped from any thread.
+#[derive(Clone)]
+pub struct Pd {
+    pub(crate) inner: Arc<PdInner>,
+}
+
+impl Context {
+    /// Allocates a protection domain (`ibv_alloc_pd()`).
+    #[doc(alias = "ibv_alloc_pd")]
+    pub fn alloc_pd(&self) -> Result<Pd> {
+        // SAFETY: ibv_alloc_pd(3) takes a valid context; NULL with errno on
+        // failure.
+        let raw = check_ptr("ibv_alloc_pd", unsafe {
+            sys::ibv_alloc_pd(self.inner.raw())
+        })?;
+        Ok(Pd {
+            inner: Arc::new(PdInner {
+                raw,
+                id: ObjectId::next(),
+                dead: false,
+                ctx: Arc::clone(&self.inner),
+            }),
+        })
+    }
+}
+
+impl Pd {
+    /// The PD's identity.
+    pub fn id(&self) -> ObjectId {
+        self.inner.id
+    }
+
+    /// The context the PD belongs to.
+    pub fn context(&self) -> Context {
+        Context {
+            inner: Arc::clone(&self.inner.ctx),
+        }
+    }
+
+    /// Deallocates the PD now (`ibv_dealloc_pd()`), reporting its error.
+    ///
+    /// Fails with [`Error::InUse`], handing the PD back, while clones or
+    /// objects created from it remain.
+    #[doc(alias = "ibv_dealloc_pd")]
+    pub fn dealloc(self) -> std::result::Result<(), (Pd, Error)> {
+        destroy_arc(self.inner).map_err(|(inner, e)| (Pd { inner }, e))
+    }
+}
+
+impl fmt::Debug for Pd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pd")
+            .field("id", &self.inner.id)
+            .field("device", &self.inner.ctx_name())
+            .finish()
+    }
+}
+
+impl PdInner {
+    fn ctx_name(&self) -> &str {
+        self.ctx.name()
+    }
+}

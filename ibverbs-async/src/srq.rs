@@ -1,0 +1,252 @@
+//! Shared receive queues: `ibv_create_srq(3)`, `ibv_modify_srq(3)`,
+//! `ibv_post_srq_recv(3)`, `ibv_destroy_srq(3)`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+use libfabric_sys::verbs as sys;
+
+use crate::error::{check_ptr, check_rc, Error, Result};
+use crate::mr::{Mr, MrInner};
+use crate::pd::{Pd, PdInner};
+use crate::registry::{destroy_arc, Destroy, ObjectId, Registered};
+
+pub(crate) struct SrqInner {
+    raw: NonNull<sys::ibv_srq>,
+    id: ObjectId,
+    dead: bool,
+    /// Memory regions receives were posted on: the device may write them
+    /// until the SRQ is destroyed.
+    mrs: Mutex<HashMap<ObjectId, Arc<MrInner>>>,
+    pub(crate) pd: Arc<PdInner>,
+}
+
+// SAFETY: verbs objects are safe for multi-threaded access (ibv_alloc_td(3));
+// posting to one SRQ from several threads is allowed (the provider locks);
+// the Rust-side state is behind a Mutex.
+unsafe impl Send for SrqInner {}
+// SAFETY: as for Send.
+unsafe impl Sync for SrqInner {}
+
+impl Registered for SrqInner {
+    fn id(&self) -> ObjectId {
+        self.id
+    }
+}
+
+impl SrqInner {
+    pub(crate) fn raw(&self) -> *mut sys::ibv_srq {
+        self.raw.as_ptr()
+    }
+
+    fn destroy_raw(&mut self) -> Result<()> {
+        // SAFETY: QPs attached to the SRQ hold an Arc of this value, so none
+        // is left; asynchronous events for it hold one too, except those
+        // read while the last reference was going, which their reader
+        // acknowledges at once (registry.rs), so ibv_destroy_srq's wait for
+        // acknowledgements ends.
+        check_rc("ibv_destroy_srq", unsafe {
+            sys::ibv_destroy_srq(self.raw())
+        })?;
+        self.dead = true;
+        self.pd.ctx.srqs.remove(self.raw.as_ptr() as usize, self.id);
+        Ok(())
+    }
+}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        if !self.dead {
+            let _ = self.destroy_raw();
+        }
+        if !self.dead {
+            // The SRQ still exists and the device may still write the memory
+            // regions receives were posted on: keep them registered forever
+            // rather than free memory the device can write.
+            let mrs = std::mem::take(self.mrs.get_mut().unwrap_or_else(|e| e.into_inner()));
+            std::mem::forget(mrs);
+        }
+    }
+}
+
+impl Destroy for SrqInner {
+    const NAME: &'static str = "SRQ";
+
+    fn destroy_now(&mut self) -> Result<()> {
+        self.destroy_raw()
+    }
+
+    fn handed_back(arc: &Arc<Self>) {
+        arc.pd.ctx.srqs.reinsert(arc.raw.as_ptr() as usize, arc);
+    }
+}
+
+/// Current attributes of an SRQ (`struct ibv_srq_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqAttr {
+    /// Maximum number of outstanding receives.
+    pub max_wr: u32,
+    /// Maximum scatter entries per receive.
+    pub max_sge: u32,
+    /// The armed limit, 0 when not armed.
+    pub srq_limit: u32,
+}
+
+/// A shared receive queue: `ibv_create_srq()`.
+///
+/// A cheap handle (an `Arc`); clones, queue pairs attached to it and events
+/// naming it keep it alive. It holds the memory regions receives were
+/// posted on until it is destroyed.
+// Send + Sync through Arc<SrqInner>: see the `unsafe impl`s on SrqInner
+// for why the C object may be used and dropped from any thread.
+#[derive(Clone)]
+pub struct Srq {
+    pub(crate) inner: Arc<SrqInner>,
+}
+
+impl Pd {
+    /// Creates an SRQ for `max_wr` receives of `max_sge` scatter entries
+    /// (`ibv_create_srq()`).
+    #[doc(alias = "ibv_create_srq")]
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq> {
+        let pd = &self.inner;
+        let inner = pd.ctx.srqs.create(|| {
+            let mut init = sys::ibv_srq_init_attr {
+                srq_context: std::ptr::null_mut(),
+                attr: sys::ibv_srq_attr {
+                    max_wr,
+                    max_sge,
+                    srq_limit: 0,
+                },
+            };
+            // SAFETY: valid PD and init attributes; ibv_create_srq(3) returns
+            // NULL with errno set on failure.
+            let raw = check_ptr("ibv_create_srq", unsafe {
+                sys::ibv_create_srq(pd.raw(), &mut init)
+            })?;
+            let inner = Arc::new(SrqInner {
+                raw,
+                id: ObjectId::next(),
+                dead: false,
+                mrs: Mutex::new(HashMap::new()),
+                pd: Arc::clone(pd),
+            });
+            Ok((raw.as_ptr() as usize, inner))
+        })?;
+        Ok(Srq { inner })
+    }
+}
+
+impl Srq {
+    /// The SRQ's identity, as found in events.
+    pub fn id(&self) -> ObjectId {
+        self.inner.id
+    }
+
+    /// Whether two handles refer to the same SRQ.
+    pub fn same_as(&self, other: &Srq) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Posts a receive of `range` of `mr` (`ibv_post_srq_recv()`). The SRQ
+    /// keeps `mr` registered until it is destroyed.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] if the range does not fit the region,
+    /// [`Error::InvalidArgument`] if `mr` belongs to another protection
+    /// domain, [`Error::Verbs`] if posting fails (e.g. the SRQ is full).
+    #[doc(alias = "ibv_post_srq_recv")]
+    pub fn post_recv(&self, mr: &Mr, range: Range<usize>, wr_id: u64) -> Result<()> {
+        if !Arc::ptr_eq(&mr.inner.pd, &self.inner.pd) {
+            return Err(Error::InvalidArgument(
+                "the memory region belongs to another protection domain",
+            ));
+        }
+        let mut sge = mr.inner.sge(&range)?;
+        hold(&self.inner.mrs, &mr.inner);
+        let mut wr = sys::ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: &mut sge,
+            num_sge: 1,
+        };
+        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: valid SRQ; the work request and its scatter list are live
+        // for the call (the provider copies them); the memory it names is
+        // held registered by this SRQ until destroy.
+        let rc = unsafe { sys::ibv_post_srq_recv(self.inner.raw(), &mut wr, &mut bad) };
+        check_rc("ibv_post_srq_recv", rc)
+    }
+
+    /// Arms the limit: when fewer than `limit` receives remain, the
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED` asynchronous event is raised once and
+    /// the limit is disarmed (`ibv_modify_srq()` with `IBV_SRQ_LIMIT`).
+    #[doc(alias = "ibv_modify_srq")]
+    pub fn arm_limit(&self, limit: u32) -> Result<()> {
+        let mut attr = sys::ibv_srq_attr {
+            max_wr: 0,
+            max_sge: 0,
+            srq_limit: limit,
+        };
+        // SAFETY: valid SRQ and attributes; returns 0 or an errno value.
+        let rc = unsafe {
+            sys::ibv_modify_srq(
+                self.inner.raw(),
+                &mut attr,
+                sys::IBV_SRQ_LIMIT as libc::c_int,
+            )
+        };
+        check_rc("ibv_modify_srq", rc)
+    }
+
+    /// Current attributes (`ibv_query_srq()`).
+    #[doc(alias = "ibv_query_srq")]
+    pub fn query(&self) -> Result<SrqAttr> {
+        let mut attr = sys::ibv_srq_attr {
+            max_wr: 0,
+            max_sge: 0,
+            srq_limit: 0,
+        };
+        // SAFETY: valid SRQ; fills the caller's struct.
+        let rc = unsafe { sys::ibv_query_srq(self.inner.raw(), &mut attr) };
+        check_rc("ibv_query_srq", rc)?;
+        Ok(SrqAttr {
+            max_wr: attr.max_wr,
+            max_sge: attr.max_sge,
+            srq_limit: attr.srq_limit,
+        })
+    }
+
+    /// The protection domain of the SRQ.
+    pub fn pd(&self) -> Pd {
+        Pd {
+            inner: Arc::clone(&self.inner.pd),
+        }
+    }
+
+    /// Destroys the SRQ now (`ibv_destroy_srq()`).
+    ///
+    /// Fails with [`Error::InUse`], handing the SRQ back, while clones,
+    /// attached queue pairs or unacknowledged events hold it.
+    #[doc(alias = "ibv_destroy_srq")]
+    pub fn destroy(self) -> std::result::Result<(), (Srq, Error)> {
+        destroy_arc(self.inner).map_err(|(inner, e)| (Srq { inner }, e))
+    }
+}
+
+impl fmt::Debug for Srq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Srq").field("id", &self.inner.id).finish()
+    }
+}
+
+/// Records that a queue was given work on `mr`.
+pub(crate) fn hold(mrs: &Mutex<HashMap<ObjectId, Arc<MrInner>>>, mr: &Arc<MrInner>) {
+    mrs.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(mr.id())
+        .or_insert_with(|| Arc::clone(mr));
+}

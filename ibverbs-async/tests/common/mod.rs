@@ -1,0 +1,197 @@
+//! Shared setup of the device tests (feature `rxe-tests`): they run inside
+//! the soft-RoCE VM of `tests/rxe/vm.sh`, where `rxe0` (on veth0,
+//! 198.18.0.1) and `rxe1` (on veth1, 198.18.0.2) exist and tests run as
+//! root.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ibverbs_async::{
+    AccessFlags, AsyncEvent, ConnectOptions, Context, Cq, Mr, Pd, PortState, Qp, QpCap, QpInit,
+    WorkCompletion,
+};
+
+/// Upper bound of every wait: rxe under TCG needs about a millisecond per
+/// operation, so this only ends waits that would otherwise hang.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+const HOW_TO_RUN: &str = "these tests need the soft-RoCE devices rxe0 and rxe1 of the test VM; \
+     run them through tests/rxe/vm.sh: build with \
+     `cargo test -p ibverbs-async --features rxe-tests --no-run`, then \
+     `tests/rxe/vm.sh run \"$PWD/tests/rxe/run-binaries.sh\" <test binaries>`";
+
+/// Opens a device of the VM, failing with instructions anywhere else.
+pub fn open(name: &str) -> Context {
+    if std::env::var_os("RXE_GUEST").is_none() {
+        panic!("RXE_GUEST is not set: {HOW_TO_RUN}");
+    }
+    Context::open(name).unwrap_or_else(|e| panic!("opening {name}: {e}; {HOW_TO_RUN}"))
+}
+
+/// Connection options for port 1 with the IPv4-mapped RoCE v2 GID, read
+/// from the device's GID table.
+pub fn opts(ctx: &Context) -> ConnectOptions {
+    let gid = ctx
+        .ipv4_gid(1)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{}: no IPv4-mapped RoCE v2 GID on port 1", ctx.name()));
+    ConnectOptions::new(1, gid.index)
+}
+
+/// Runs `ip ARGS`, which must succeed.
+pub fn ip(args: &str) {
+    let status = Command::new("ip")
+        .args(args.split_whitespace())
+        .status()
+        .unwrap_or_else(|e| panic!("running ip {args}: {e}"));
+    assert!(status.success(), "ip {args}: {status}");
+}
+
+/// Runs `ip ARGS`, ignoring failure (cleanup).
+pub fn ip_quiet(args: &str) {
+    let _ = Command::new("ip")
+        .args(args.split_whitespace())
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+/// Aborts the whole test process if it is still alive after `limit`: a
+/// deadlock then fails the run instead of hanging it.
+pub struct Watchdog(Arc<AtomicBool>);
+
+pub fn watchdog(what: &'static str, limit: Duration) -> Watchdog {
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&done);
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if flag.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !flag.load(Ordering::SeqCst) {
+            // Straight to fd 2: the test harness captures eprintln! output
+            // (also of threads a test spawns) and would lose it on abort.
+            let _ = writeln!(
+                std::io::stderr(),
+                "DEADLOCK: {what} did not finish within {limit:?}"
+            );
+            std::process::abort();
+        }
+    });
+    Watchdog(done)
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Acknowledges every event already queued on `ctx`.
+pub fn drain_events(ctx: &Context) {
+    while let Some(event) = ctx.try_get_async_event().unwrap() {
+        eprintln!("{}: drained {event}", ctx.name());
+    }
+}
+
+/// Waits for the first event that `pred` accepts; acknowledges the others
+/// on the way. Panics after [`WAIT`].
+pub fn wait_event<'c>(
+    ctx: &'c Context,
+    what: &str,
+    mut pred: impl FnMut(&AsyncEvent<'_>) -> bool,
+) -> AsyncEvent<'c> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match ctx.get_async_event_timeout(left).unwrap() {
+            Some(event) if pred(&event) => return event,
+            Some(event) => eprintln!("{}: skipped {event} waiting for {what}", ctx.name()),
+            None => panic!("{}: no {what} within {WAIT:?}", ctx.name()),
+        }
+    }
+}
+
+/// Waits until port 1 is ACTIVE and has its IPv4-mapped GID again.
+pub fn wait_port_ready(ctx: &Context) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let active = ctx.query_port(1).unwrap().state() == PortState::Active;
+        if active && ctx.ipv4_gid(1).unwrap().is_some() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: port 1 not ready",
+            ctx.name()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls `cq` until it gave `n` completions. Panics after [`WAIT`].
+pub fn poll_n(cq: &Cq, n: usize) -> Vec<WorkCompletion> {
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    let mut wc = [WorkCompletion::default(); 16];
+    while out.len() < n {
+        let k = cq.poll(&mut wc).unwrap();
+        out.extend_from_slice(&wc[..k]);
+        if k == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} completions within {WAIT:?}: {out:?}",
+                out.len()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    out
+}
+
+/// One end of a reliable connection.
+pub struct End {
+    pub ctx: Context,
+    pub pd: Pd,
+    pub cq: Cq,
+    pub qp: Qp,
+    pub mr: Mr,
+}
+
+pub const ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ);
+
+/// A QP with one CQ for both queues and a 4 KiB region on `ctx`.
+pub fn end(ctx: &Context) -> End {
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let qp = pd
+        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap {
+            max_send_wr: 32,
+            max_recv_wr: 32,
+            ..QpCap::default()
+        }))
+        .unwrap();
+    let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    End {
+        ctx: ctx.clone(),
+        pd,
+        cq,
+        qp,
+        mr,
+    }
+}
+
+/// Connects two QPs (of one or two contexts) to each other.
+pub fn connect(a: &Qp, a_ctx: &Context, b: &Qp, b_ctx: &Context) {
+    let oa = opts(a_ctx).psn(0x1234);
+    let ob = opts(b_ctx).psn(0x4321);
+    Qp::connect_pair(a, &oa, b, &ob).unwrap();
+}

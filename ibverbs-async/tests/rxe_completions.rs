@@ -1,0 +1,407 @@
+//! Data path and completion-channel events on real soft-RoCE devices
+//! (feature `rxe-tests`; run through `tests/rxe/vm.sh`, see
+//! `tests/common/mod.rs`).
+#![cfg(feature = "rxe-tests")]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{connect, end, open, opts, poll_n, watchdog, End, ACCESS, WAIT};
+use ibverbs_async::{
+    tokio::CqEvents, Context, Error, GidType, LinkLayer, Mtu, PortState, QpCap, QpInit, QpState,
+    SendRequest, WcOpcode, WcStatus, CQ_EVENT_ACK_BATCH,
+};
+
+fn send_recv_and_rdma(a: &mut End, b: &mut End) {
+    // Send with immediate data.
+    a.mr.write(0, b"hello over RoCE").unwrap();
+    b.qp.post_recv(&b.mr, 1024..1024 + 64, 7).unwrap();
+    a.qp.post_send(&SendRequest::send_with_imm(&a.mr, 0..15, 0xdead_beef).wr_id(1))
+        .unwrap();
+    let sent = poll_n(&a.cq, 1);
+    assert_eq!(sent[0].status(), WcStatus::Success, "{sent:?}");
+    assert_eq!(sent[0].opcode(), WcOpcode::Send);
+    assert_eq!(sent[0].wr_id(), 1);
+    let got = poll_n(&b.cq, 1);
+    assert!(got[0].is_success(), "{}", got[0].status_str());
+    assert_eq!(got[0].opcode(), WcOpcode::Recv);
+    assert_eq!(got[0].wr_id(), 7);
+    assert_eq!(got[0].byte_len(), 15);
+    assert_eq!(got[0].imm_data(), Some(0xdead_beef));
+    assert_eq!(got[0].qp_num(), b.qp.qp_num());
+    assert_eq!(b.mr.to_vec(1024..1039).unwrap(), b"hello over RoCE");
+
+    // RDMA write into b's region.
+    a.mr.write(100, b"written").unwrap();
+    let remote = b.mr.remote(2000).unwrap();
+    a.qp.post_send(&SendRequest::rdma_write(&a.mr, 100..107, remote).wr_id(2))
+        .unwrap();
+    let wc = poll_n(&a.cq, 1);
+    assert_eq!(wc[0].opcode(), WcOpcode::RdmaWrite);
+    assert!(wc[0].is_success());
+    assert_eq!(b.mr.to_vec(2000..2007).unwrap(), b"written");
+
+    // RDMA read back from b's region.
+    b.mr.write(3000, b"read me").unwrap();
+    let remote = b.mr.remote(3000).unwrap();
+    a.qp.post_send(&SendRequest::rdma_read(&a.mr, 500..507, remote).wr_id(3))
+        .unwrap();
+    let wc = poll_n(&a.cq, 1);
+    assert_eq!(wc[0].opcode(), WcOpcode::RdmaRead);
+    assert!(wc[0].is_success());
+    assert_eq!(a.mr.to_vec(500..507).unwrap(), b"read me");
+}
+
+#[test]
+fn rc_send_recv_rxe0_to_rxe1() {
+    let (c0, c1) = (open("rxe0"), open("rxe1"));
+    let (mut a, mut b) = (end(&c0), end(&c1));
+    connect(&a.qp, &c0, &b.qp, &c1);
+    assert_eq!(a.qp.state().unwrap(), QpState::Rts);
+    send_recv_and_rdma(&mut a, &mut b);
+    send_recv_and_rdma(&mut b, &mut a);
+}
+
+#[test]
+fn rc_send_recv_rxe0_to_itself() {
+    let ctx = open("rxe0");
+    let (mut a, mut b) = (end(&ctx), end(&ctx));
+    connect(&a.qp, &ctx, &b.qp, &ctx);
+    send_recv_and_rdma(&mut a, &mut b);
+}
+
+#[test]
+fn device_port_and_gid_queries() {
+    let ctx = open("rxe0");
+    assert_eq!(ctx.name(), "rxe0");
+    assert_eq!(ctx.port_count(), 1);
+    let dev = ctx.query_device().unwrap();
+    assert_eq!(dev.phys_port_cnt(), 1);
+    assert!(
+        dev.max_qp() > 0 && dev.max_cqe() > 0 && dev.max_srq() > 0,
+        "{dev:?}"
+    );
+    let port = ctx.query_port(1).unwrap();
+    assert_eq!(port.state(), PortState::Active, "{port:?}");
+    assert_eq!(port.link_layer(), LinkLayer::Ethernet);
+    assert!(port.active_mtu().unwrap() >= Mtu::Mtu1024);
+    assert!(matches!(
+        ctx.query_port(0),
+        Err(Error::PortOutOfRange { port: 0, ports: 1 })
+    ));
+
+    let gid = ctx.ipv4_gid(1).unwrap().expect("an IPv4-mapped GID");
+    assert_eq!(gid.gid_type, GidType::RoceV2);
+    assert_eq!(gid.port, 1);
+    assert_eq!(
+        gid.gid.to_ipv4_mapped(),
+        Some("198.18.0.1".parse().unwrap())
+    );
+    assert_eq!(ctx.query_gid(1, gid.index).unwrap(), gid.gid);
+    // The test bed reports the index it found in sysfs.
+    if let Ok(index) = std::env::var("RXE_GID_INDEX") {
+        assert_eq!(index.parse::<u32>().unwrap(), gid.index);
+    }
+    assert_eq!(opts(&ctx).gid_index, gid.index);
+}
+
+#[test]
+fn input_errors_are_typed() {
+    let ctx = open("rxe0");
+    let End {
+        pd, cq, qp, mut mr, ..
+    } = end(&ctx);
+    assert!(matches!(
+        mr.write(4090, b"too long"),
+        Err(Error::OutOfBounds {
+            offset: 4090,
+            len: 8,
+            size: 4096,
+            ..
+        })
+    ));
+    assert!(matches!(
+        qp.post_recv(&mr, 4000..5000, 0),
+        Err(Error::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        pd.reg_mr(0, ACCESS),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A region of another protection domain.
+    let other = ctx.alloc_pd().unwrap().reg_mr(64, ACCESS).unwrap();
+    assert!(matches!(
+        qp.post_recv(&other, 0..8, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A CQ without a channel cannot be armed.
+    assert!(matches!(
+        cq.req_notify(false),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Posting sends before RTS fails in the provider.
+    let err = qp.post_send(&SendRequest::send(&mr, 0..8)).unwrap_err();
+    assert_eq!(err.call(), Some("ibv_post_send"), "{err}");
+}
+
+#[test]
+fn objects_in_use_cannot_be_destroyed_explicitly() {
+    let ctx = open("rxe0");
+    let (a, b) = (end(&ctx), end(&ctx));
+    connect(&a.qp, &ctx, &b.qp, &ctx);
+    b.qp.post_recv(&b.mr, 0..64, 1).unwrap();
+
+    // The CQ is used by a QP.
+    let (cq, err) = b.cq.destroy().unwrap_err();
+    assert!(matches!(err, Error::InUse { object: "CQ", .. }), "{err}");
+    // The region has a receive posted on it: the QP keeps it registered.
+    let (mr, err) = b.mr.dereg().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InUse {
+                object: "memory region",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The PD has children.
+    let (pd, err) = b.pd.dealloc().unwrap_err();
+    assert!(matches!(err, Error::InUse { .. }), "{err}");
+
+    // Children first, then each parent, each with its error reported.
+    let _w = watchdog("explicit destroys", WAIT);
+    b.qp.destroy().unwrap();
+    mr.dereg().unwrap();
+    cq.destroy().unwrap();
+    pd.dealloc().unwrap();
+    drop(a);
+}
+
+#[test]
+fn completion_channel_events_with_batched_acks() {
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq_with_channel(64, &channel, 0).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let recv_side = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
+    let b = end(&ctx);
+    connect(&b.qp, &ctx, &recv_side, &ctx);
+    let mut mr = pd.reg_mr(4096, ACCESS).unwrap();
+    mr.fill(0);
+
+    // Nothing yet.
+    assert!(channel.try_get_cq_event().unwrap().is_none());
+    assert!(channel
+        .get_cq_event_timeout(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+
+    // One completion event per round: arm, receive one message, read the
+    // event, drain the CQ.
+    let mut round = 0u64;
+    let mut one_round = || {
+        cq.req_notify(false).unwrap();
+        recv_side.post_recv(&mr, 0..64, round).unwrap();
+        b.qp.post_send(&SendRequest::send(&b.mr, 0..64).signaled(false))
+            .unwrap();
+        let ev_cq = channel
+            .get_cq_event_timeout(WAIT)
+            .unwrap()
+            .expect("a completion event");
+        assert!(ev_cq.same_as(&cq));
+        let wc = poll_n(&ev_cq, 1);
+        assert_eq!(wc[0].wr_id(), round);
+        round += 1;
+    };
+
+    for n in 1..=3 {
+        one_round();
+        assert_eq!(cq.unacked_cq_events(), n);
+    }
+    cq.ack_cq_events();
+    assert_eq!(cq.unacked_cq_events(), 0);
+
+    // A full batch is acknowledged by the read that fills it.
+    for n in 1..=CQ_EVENT_ACK_BATCH {
+        one_round();
+        assert_eq!(cq.unacked_cq_events(), n % CQ_EVENT_ACK_BATCH);
+    }
+
+    // Two more, left unacknowledged: destroying the CQ acknowledges them
+    // first instead of waiting forever in ibv_destroy_cq.
+    one_round();
+    one_round();
+    assert_eq!(cq.unacked_cq_events(), 2);
+    let _w = watchdog(
+        "destroying a CQ with unacknowledged completion events",
+        WAIT,
+    );
+    recv_side.destroy().unwrap();
+    cq.destroy().unwrap();
+    channel.destroy().unwrap();
+}
+
+#[test]
+fn completion_channel_event_for_a_cq_whose_handles_are_gone() {
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq_with_channel(16, &channel, 0).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let qp = pd.create_qp(&QpInit::rc(&cq, &cq)).unwrap();
+    let b = end(&ctx);
+    connect(&b.qp, &ctx, &qp, &ctx);
+    let mr = pd.reg_mr(64, ACCESS).unwrap();
+    cq.req_notify(false).unwrap();
+    qp.post_recv(&mr, 0..64, 1).unwrap();
+    b.qp.post_send(&SendRequest::send(&b.mr, 0..8)).unwrap();
+    // Wait for the event to be queued, without reading it.
+    let mut fds = [nix::poll::PollFd::new(
+        channel.fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    assert_eq!(
+        nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(WAIT).unwrap()).unwrap(),
+        1
+    );
+    // Destroying the CQ with its event still queued does not hang, and the
+    // event goes with it.
+    {
+        let _w = watchdog("destroying a CQ with a queued completion event", WAIT);
+        drop(qp);
+        drop(cq);
+    }
+    assert!(channel.try_get_cq_event().unwrap().is_none());
+}
+
+#[test]
+fn two_threads_on_one_completion_channel() {
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    let cqs: Vec<_> = (0..4)
+        .map(|_| ctx.create_cq_with_channel(16, &channel, 0).unwrap())
+        .collect();
+    let mut links = Vec::new();
+    for cq in &cqs {
+        let qp = pd.create_qp(&QpInit::rc(cq, cq)).unwrap();
+        let b = end(&ctx);
+        connect(&b.qp, &ctx, &qp, &ctx);
+        cq.req_notify(false).unwrap();
+        qp.post_recv(&mr, 0..64, 0).unwrap();
+        links.push((qp, b));
+    }
+    let collect = || {
+        let mut got = Vec::new();
+        while let Some(cq) = channel
+            .get_cq_event_timeout(Duration::from_secs(2))
+            .unwrap()
+        {
+            got.push(cq.id());
+        }
+        got
+    };
+    let (one, two) = std::thread::scope(|s| {
+        let t1 = s.spawn(collect);
+        let t2 = s.spawn(collect);
+        std::thread::sleep(Duration::from_millis(100));
+        for (_, b) in &links {
+            b.qp.post_send(&SendRequest::send(&b.mr, 0..8)).unwrap();
+        }
+        (t1.join().unwrap(), t2.join().unwrap())
+    });
+    let mut all: Vec<_> = one.iter().chain(&two).copied().collect();
+    all.sort();
+    let mut expected: Vec<_> = cqs.iter().map(|c| c.id()).collect();
+    expected.sort();
+    assert_eq!(
+        all, expected,
+        "each CQ's event reached exactly one thread: {one:?} {two:?}"
+    );
+}
+
+#[test]
+fn tokio_completion_events() {
+    use futures_core::Stream;
+
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq_with_channel(64, &channel, 0).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let qp = pd
+        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap {
+            max_recv_wr: 32,
+            ..QpCap::default()
+        }))
+        .unwrap();
+    let b = end(&ctx);
+    connect(&b.qp, &ctx, &qp, &ctx);
+    let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut events = CqEvents::new(&channel).unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), events.next())
+                .await
+                .is_err()
+        );
+        let mut received = 0;
+        for round in 0..3u64 {
+            cq.req_notify(false).unwrap();
+            qp.post_recv(&mr, 0..64, round).unwrap();
+            b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+                .unwrap();
+            let ev_cq = if round % 2 == 0 {
+                tokio::time::timeout(WAIT, events.next()).await
+            } else {
+                tokio::time::timeout(
+                    WAIT,
+                    std::future::poll_fn(|cx| std::pin::Pin::new(&mut events).poll_next(cx)),
+                )
+                .await
+                .map(|item| item.expect("the stream never ends"))
+            }
+            .expect("a completion event within the timeout")
+            .unwrap();
+            assert!(ev_cq.same_as(&cq));
+            // Drain until empty, then wait again.
+            let deadline = Instant::now() + WAIT;
+            while received < round + 1 {
+                let mut wc = [ibverbs_async::WorkCompletion::default(); 8];
+                let n = ev_cq.poll(&mut wc).unwrap() as u64;
+                received += n;
+                assert!(Instant::now() < deadline);
+                if n == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
+        assert_eq!(cq.unacked_cq_events(), 3);
+    });
+    let _w = watchdog("destroying after tokio completion events", WAIT);
+    drop(qp);
+    drop(cq);
+}
+
+#[test]
+fn regions_stay_registered_while_a_queue_holds_them() {
+    let ctx: Context = open("rxe0");
+    let (a, b) = (end(&ctx), end(&ctx));
+    connect(&a.qp, &ctx, &b.qp, &ctx);
+    let End { qp, mr, cq, .. } = b;
+    qp.post_recv(&mr, 0..64, 9).unwrap();
+    // The receive buffer's handle goes away; the QP still holds the region,
+    // so the incoming data lands in registered memory.
+    drop(mr);
+    a.qp.post_send(&SendRequest::send(&a.mr, 0..64)).unwrap();
+    assert!(poll_n(&cq, 1)[0].is_success());
+    assert!(poll_n(&a.cq, 1)[0].is_success());
+    let _w = watchdog("teardown", WAIT);
+    qp.destroy().unwrap();
+}

@@ -1,0 +1,12 @@
+// A peeked event borrows the buffer it was read into, like a read one.
+use libfabric::eq::{Event, EventBuf, Read};
+fn take(eq: &libfabric::EventQueue) -> libfabric::Info {
+    let mut buf = EventBuf::new();
+    let event = eq.peek(&mut buf).unwrap();
+    drop(buf);
+    match event {
+        Read::Event(Event::ConnReq(c)) => c.info.unwrap(),
+        _ => unreachable!(),
+    }
+}
+fn main() {}
