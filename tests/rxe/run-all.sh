@@ -25,7 +25,9 @@ start=$SECONDS
 say "building the test binaries"
 ibv=$(cargo test -p ibverbs-async --features rxe-tests,tokio --no-run 2>&1 | tee /dev/stderr | executables | grep '/rxe_' || true)
 sys=$(cargo test -p libfabric-sys --test verbs_calls --no-run 2>&1 | tee /dev/stderr | executables)
-fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee /dev/stderr | executables)
+fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee /dev/stderr | executables | grep -v '/compile_fail-' || true)
+cargo build --example asyncwatch
+asyncwatch=target/debug/examples/asyncwatch
 if [[ -z $ibv || -z $sys || -z $fab ]]; then
     say "error: some test binaries were not built (ibverbs-async: ${ibv:-none}; libfabric-sys: ${sys:-none}; libfabric: ${fab:-none})"
     echo "0 passed, 1 failed" | tee "$cache/last-summary"
@@ -35,6 +37,7 @@ manifest=$cache/manifest
 {
     for b in $ibv $sys; do printf 'verbs\t%s\n' "$root/$b"; done
     for b in $fab; do printf 'libfabric\t%s\n' "$root/$b"; done
+    printf 'asyncwatch\t%s\n' "$root/$asyncwatch"
 } >"$manifest"
 say "built in $((SECONDS - start)) s: $(wc -l <"$manifest") test binaries"
 

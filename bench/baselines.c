@@ -1,0 +1,323 @@
+/*
+ * C baselines for the `bench` micro-benchmarks and the C/Rust parity tests.
+ *
+ * Each function makes the libfabric calls that the Rust safe API makes for
+ * the same job, written the way a C program writes them: the static inline
+ * calls of the installed headers, straight into the provider's ops tables.
+ * They work on queues the caller opened (through the Rust API), so that C and
+ * Rust measure the very same objects.
+ *
+ * Timed loops return the elapsed nanoseconds (CLOCK_MONOTONIC), or a
+ * negative fi_errno value (-FI_EOTHER for an unexpected result) when a call
+ * did not do what the benchmark expects. Wake-up benchmarks fill one latency
+ * sample per iteration and return 0 or a negative fi_errno value.
+ */
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* The Rust EventBuf: room for a CM entry with 1024 bytes of connection data. */
+#define BL_EVENT_BUF_LEN (sizeof(struct fi_eq_cm_entry) + 1024)
+#define BL_EVENT_WORDS ((BL_EVENT_BUF_LEN + 7) / 8)
+/* Completions read per fi_cq_read (the Rust side reads into a slice of 8). */
+#define BL_CQ_BATCH 8
+/* How long a wake-up benchmark waits for one event before giving up. */
+#define BL_TIMEOUT_MS 5000
+
+size_t bl_event_buf_len(void)
+{
+	return BL_EVENT_WORDS * 8;
+}
+
+size_t bl_cq_batch(void)
+{
+	return BL_CQ_BATCH;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int64_t unexpected(ssize_t ret)
+{
+	return ret < 0 ? (int64_t)ret : -FI_EOTHER;
+}
+
+/* ---- one-shot calls, for the parity tests ---- */
+
+ssize_t bl_cq_read(struct fid_cq *cq)
+{
+	struct fi_cq_msg_entry entries[BL_CQ_BATCH];
+
+	return fi_cq_read(cq, entries, BL_CQ_BATCH);
+}
+
+ssize_t bl_eq_write(struct fid_eq *eq, void *context, uint64_t data)
+{
+	struct fi_eq_entry entry = { .fid = &eq->fid, .context = context, .data = data };
+
+	return fi_eq_write(eq, FI_NOTIFY, &entry, sizeof(entry), 0);
+}
+
+/* fi_eq_read; on success the entry's event, fid, context and data. */
+ssize_t bl_eq_read(struct fid_eq *eq, uint32_t *event, void **fid, void **context,
+		   uint64_t *data)
+{
+	uint64_t buf[BL_EVENT_WORDS];
+	const struct fi_eq_entry *entry = (const struct fi_eq_entry *)buf;
+	ssize_t ret;
+
+	ret = fi_eq_read(eq, event, buf, sizeof(buf), 0);
+	if (ret >= (ssize_t)sizeof(*entry)) {
+		*fid = entry->fid;
+		*context = entry->context;
+		*data = entry->data;
+	}
+	return ret;
+}
+
+int bl_trywait(struct fid_fabric *fabric, struct fid_eq *eq, struct fid_cq *cq)
+{
+	struct fid *fids[2] = { &eq->fid, &cq->fid };
+
+	return fi_trywait(fabric, fids, 2);
+}
+
+/* ---- timed loops ---- */
+
+/* fi_cq_read on an empty CQ: every call must return -FI_EAGAIN. */
+int64_t bl_cq_read_empty(struct fid_cq *cq, uint64_t iters)
+{
+	struct fi_cq_msg_entry entries[BL_CQ_BATCH];
+	int64_t start = now_ns();
+	ssize_t ret;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		ret = fi_cq_read(cq, entries, BL_CQ_BATCH);
+		if (ret != -FI_EAGAIN)
+			return unexpected(ret);
+	}
+	return now_ns() - start;
+}
+
+/* fi_eq_write of an FI_NOTIFY entry, then fi_eq_read of it. */
+int64_t bl_eq_write_read(struct fid_eq *eq, uint64_t iters)
+{
+	uint64_t buf[BL_EVENT_WORDS];
+	const struct fi_eq_entry *got = (const struct fi_eq_entry *)buf;
+	struct fi_eq_entry entry = { .fid = &eq->fid, .context = NULL, .data = 0 };
+	uint32_t event;
+	int64_t start = now_ns();
+	ssize_t ret;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		entry.data = i;
+		ret = fi_eq_write(eq, FI_NOTIFY, &entry, sizeof(entry), 0);
+		if (ret != (ssize_t)sizeof(entry))
+			return unexpected(ret);
+		ret = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
+		if (ret != (ssize_t)sizeof(entry) || event != FI_NOTIFY || got->data != i)
+			return unexpected(ret);
+	}
+	return now_ns() - start;
+}
+
+/*
+ * fi_eq_read of an event already queued: `batch` events are written (not
+ * timed), then read back (timed), until `iters` reads are done.
+ */
+int64_t bl_eq_read_queued(struct fid_eq *eq, uint64_t iters, uint64_t batch)
+{
+	uint64_t buf[BL_EVENT_WORDS];
+	const struct fi_eq_entry *got = (const struct fi_eq_entry *)buf;
+	struct fi_eq_entry entry = { .fid = &eq->fid, .context = NULL, .data = 0 };
+	uint32_t event;
+	int64_t total = 0, start;
+	uint64_t done = 0, n, j;
+	ssize_t ret;
+
+	while (done < iters) {
+		n = iters - done < batch ? iters - done : batch;
+		for (j = 0; j < n; j++) {
+			entry.data = j;
+			ret = fi_eq_write(eq, FI_NOTIFY, &entry, sizeof(entry), 0);
+			if (ret != (ssize_t)sizeof(entry))
+				return unexpected(ret);
+		}
+		start = now_ns();
+		for (j = 0; j < n; j++) {
+			ret = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
+			if (ret != (ssize_t)sizeof(entry) || event != FI_NOTIFY || got->data != j)
+				return unexpected(ret);
+		}
+		total += now_ns() - start;
+		done += n;
+	}
+	return total;
+}
+
+/* fi_trywait on an empty EQ and CQ: every call must return FI_SUCCESS. */
+int64_t bl_trywait_empty(struct fid_fabric *fabric, struct fid_eq *eq, struct fid_cq *cq,
+			 uint64_t iters)
+{
+	struct fid *fids[2] = { &eq->fid, &cq->fid };
+	int64_t start = now_ns();
+	int ret;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		ret = fi_trywait(fabric, fids, 2);
+		if (ret != FI_SUCCESS)
+			return unexpected(ret);
+	}
+	return now_ns() - start;
+}
+
+/* ---- wake-up latency ---- */
+
+/*
+ * The writer thread: waits for the reader's acknowledgement of the previous
+ * event (an FI_NOTIFY on ack_eq, read with fi_eq_sread), sleeps gap_ns so
+ * that the reader is surely blocked, then writes an FI_NOTIFY whose data is
+ * the CLOCK_MONOTONIC time of the write.
+ */
+struct bl_writer {
+	struct fid_eq *eq;
+	struct fid_eq *ack_eq;
+	uint64_t iters;
+	uint64_t gap_ns;
+	int64_t ret;
+};
+
+static void *bl_writer_main(void *arg)
+{
+	struct bl_writer *w = arg;
+	uint64_t buf[BL_EVENT_WORDS];
+	struct fi_eq_entry entry = { .fid = &w->eq->fid, .context = NULL, .data = 0 };
+	struct timespec gap = {
+		.tv_sec = (time_t)(w->gap_ns / 1000000000),
+		.tv_nsec = (long)(w->gap_ns % 1000000000),
+	};
+	uint32_t event = 0;
+	ssize_t ret;
+
+	for (uint64_t i = 0; i < w->iters; i++) {
+		if (i > 0) {
+			ret = fi_eq_sread(w->ack_eq, &event, buf, sizeof(buf), BL_TIMEOUT_MS, 0);
+			if (ret != (ssize_t)sizeof(entry)) {
+				w->ret = unexpected(ret);
+				return NULL;
+			}
+		}
+		nanosleep(&gap, NULL);
+		entry.data = (uint64_t)now_ns();
+		ret = fi_eq_write(w->eq, FI_NOTIFY, &entry, sizeof(entry), 0);
+		if (ret != (ssize_t)sizeof(entry)) {
+			w->ret = unexpected(ret);
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Records one sample from the event in buf and acknowledges it. */
+static int64_t bl_take_sample(struct fid_eq *ack_eq, const uint64_t *buf, ssize_t ret,
+			      uint32_t event, uint64_t *sample)
+{
+	const struct fi_eq_entry *got = (const struct fi_eq_entry *)buf;
+	int64_t now = now_ns();
+	struct fi_eq_entry ack = { .fid = &ack_eq->fid, .context = NULL, .data = 0 };
+
+	if (ret != (ssize_t)sizeof(*got) || event != FI_NOTIFY)
+		return unexpected(ret);
+	*sample = (uint64_t)now - got->data;
+	ret = fi_eq_write(ack_eq, FI_NOTIFY, &ack, sizeof(ack), 0);
+	return ret == (ssize_t)sizeof(ack) ? 0 : unexpected(ret);
+}
+
+static int bl_start_writer(struct bl_writer *w, pthread_t *thread)
+{
+	int err = pthread_create(thread, NULL, bl_writer_main, w);
+
+	return err ? -err : 0;
+}
+
+static int64_t bl_join_writer(struct bl_writer *w, pthread_t thread, int64_t ret)
+{
+	pthread_join(thread, NULL);
+	return ret ? ret : w->ret;
+}
+
+/* The reader blocks in fi_eq_sread. */
+int64_t bl_wake_sread(struct fid_eq *eq, struct fid_eq *ack_eq, uint64_t iters,
+		      uint64_t gap_ns, uint64_t *samples)
+{
+	struct bl_writer w = { .eq = eq, .ack_eq = ack_eq, .iters = iters, .gap_ns = gap_ns };
+	uint64_t buf[BL_EVENT_WORDS];
+	pthread_t thread;
+	uint32_t event = 0;
+	int64_t ret;
+	ssize_t rd;
+
+	ret = bl_start_writer(&w, &thread);
+	if (ret)
+		return ret;
+	for (uint64_t i = 0; i < iters && !ret; i++) {
+		rd = fi_eq_sread(eq, &event, buf, sizeof(buf), BL_TIMEOUT_MS, 0);
+		ret = bl_take_sample(ack_eq, buf, rd, event, &samples[i]);
+	}
+	return bl_join_writer(&w, thread, ret);
+}
+
+/*
+ * The reader follows fi_poll(3): read until empty, fi_trywait, and only then
+ * poll(2) the EQ's wait fd.
+ */
+int64_t bl_wake_poll(struct fid_fabric *fabric, struct fid_eq *eq, struct fid_eq *ack_eq,
+		     uint64_t iters, uint64_t gap_ns, uint64_t *samples)
+{
+	struct bl_writer w = { .eq = eq, .ack_eq = ack_eq, .iters = iters, .gap_ns = gap_ns };
+	struct fid *fids[1] = { &eq->fid };
+	uint64_t buf[BL_EVENT_WORDS];
+	struct pollfd pfd = { .fd = -1, .events = POLLIN };
+	pthread_t thread;
+	uint32_t event = 0;
+	int64_t ret;
+	ssize_t rd;
+	int n;
+
+	ret = fi_control(&eq->fid, FI_GETWAIT, &pfd.fd);
+	if (ret)
+		return ret;
+	ret = bl_start_writer(&w, &thread);
+	if (ret)
+		return ret;
+	for (uint64_t i = 0; i < iters && !ret; i++) {
+		for (;;) {
+			rd = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
+			if (rd != -FI_EAGAIN)
+				break;
+			if (fi_trywait(fabric, fids, 1) != FI_SUCCESS)
+				continue;
+			pfd.revents = 0;
+			n = poll(&pfd, 1, BL_TIMEOUT_MS);
+			if (n == 0 || (n < 0 && errno != EINTR)) {
+				rd = n == 0 ? -FI_ETIMEDOUT : -errno;
+				break;
+			}
+		}
+		ret = bl_take_sample(ack_eq, buf, rd, event, &samples[i]);
+	}
+	return bl_join_writer(&w, thread, ret);
+}

@@ -1,0 +1,228 @@
+//! Command line: the options of fi_pingpong that apply here, plus the
+//! completion mode.
+
+use std::fmt;
+
+pub const USAGE: &str = "\
+Usage:
+  pingpong [OPTIONS]              server and client in one process (two threads)
+  pingpong [OPTIONS] -s           server only: waits for one client
+  pingpong [OPTIONS] <server>     client of a `pingpong -s` on <server>
+
+Ping-pong over libfabric, like fi_pingpong: the client sends a message, the
+server sends it back; usec/xfer is half a round trip. Before the table, the
+event queue events both sides saw (connection request, connected, shutdown).
+
+Options:
+  -p <provider>   provider (tcp)
+  -e <ep_type>    endpoint type: msg|rdm (msg); rdm over tcp uses tcp;ofi_rxm
+                  and an address vector
+  -S <sizes>      message sizes: a comma-separated list, or 'all' (64,4096,65536)
+  -I <number>     iterations per size (1000; 100 from 1 MiB up)
+  -c <mode>       how completions are waited for (spin):
+                    spin   busy-poll fi_cq_read, as fi_pingpong does
+                    sread  block in fi_cq_sread
+                    fd     fi_trywait, then poll(2) on the CQ's wait fd
+                    tokio  await a tokio AsyncCompletionQueue
+  -P <port>       port the server listens on (47592; in one process: any free port)
+  -s              server only
+  -v              verify the contents of every message
+  -h              this help
+";
+
+/// Endpoint type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpKind {
+    /// `FI_EP_MSG`: connected endpoints, with connection events.
+    Msg,
+    /// `FI_EP_RDM`: reliable unconnected endpoints, peers in an address vector.
+    Rdm,
+}
+
+/// How completions are waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Spin,
+    Sread,
+    Fd,
+    Tokio,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Spin => "spin",
+            Mode::Sread => "sread",
+            Mode::Fd => "fd",
+            Mode::Tokio => "tokio",
+        })
+    }
+}
+
+/// Which sides run in this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    Both,
+    Server,
+    Client(String),
+}
+
+pub const DEFAULT_PORT: u16 = 47592;
+pub const DEFAULT_SIZES: [usize; 3] = [64, 4096, 65536];
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub provider: String,
+    pub ep: EpKind,
+    pub sizes: Vec<usize>,
+    pub iterations: Option<usize>,
+    pub mode: Mode,
+    pub role: Role,
+    pub port: Option<u16>,
+    pub verify: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            provider: "tcp".into(),
+            ep: EpKind::Msg,
+            sizes: DEFAULT_SIZES.to_vec(),
+            iterations: None,
+            mode: Mode::Spin,
+            role: Role::Both,
+            port: None,
+            verify: false,
+        }
+    }
+}
+
+impl Options {
+    /// Iterations for one size: `-I`, or 1000 (100 from 1 MiB up).
+    pub fn iterations_for(&self, size: usize) -> usize {
+        self.iterations
+            .unwrap_or(if size >= 1 << 20 { 100 } else { 1000 })
+    }
+
+    /// The provider name for fi_getinfo: RDM over a MSG-only provider goes
+    /// through the ofi_rxm utility provider.
+    pub fn provider_name(&self) -> String {
+        let layered = self.provider.contains(';');
+        let msg_only = matches!(self.provider.as_str(), "tcp" | "verbs");
+        if self.ep == EpKind::Rdm && !layered && msg_only {
+            format!("{};ofi_rxm", self.provider)
+        } else {
+            self.provider.clone()
+        }
+    }
+
+    /// The largest message of the run.
+    pub fn max_size(&self) -> usize {
+        self.sizes.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Parsed {
+    Run(Options),
+    Help,
+}
+
+/// fi_pingpong's `-S all`: 0, 1, 2, 3, 4, 6, 8, 12, ... up to 6 MiB.
+pub fn all_sizes() -> Vec<usize> {
+    let mut sizes = vec![0, 1];
+    for power in 1..=22 {
+        sizes.push(1 << power);
+        if power < 22 {
+            sizes.push((1 << power) + (1 << (power - 1)));
+        }
+    }
+    sizes.push((1 << 22) + (1 << 21));
+    sizes
+}
+
+fn number<T: std::str::FromStr>(option: &str, value: &str) -> Result<T, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{option} needs a number, not {value:?}"))
+}
+
+fn sizes(value: &str) -> Result<Vec<usize>, String> {
+    if value.eq_ignore_ascii_case("all") {
+        return Ok(all_sizes());
+    }
+    let sizes = value
+        .split(',')
+        .map(|s| number::<usize>("-S", s.trim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(big) = sizes.iter().find(|&&s| s > 1 << 30) {
+        return Err(format!("-S: {big} bytes is more than the 1 GiB this program allows"));
+    }
+    Ok(sizes)
+}
+
+/// Parses the arguments (without the program name).
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
+    let mut opts = Options::default();
+    let mut server_only = false;
+    let mut host = None;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-p" => opts.provider = value("-p")?,
+            "-e" => {
+                opts.ep = match value("-e")?.to_ascii_lowercase().as_str() {
+                    "msg" => EpKind::Msg,
+                    "rdm" => EpKind::Rdm,
+                    other => return Err(format!("-e: unknown endpoint type {other:?} (msg or rdm)")),
+                }
+            }
+            "-S" => opts.sizes = sizes(&value("-S")?)?,
+            "-I" => {
+                let n: usize = number("-I", &value("-I")?)?;
+                if n == 0 {
+                    return Err("-I: at least one iteration".into());
+                }
+                opts.iterations = Some(n);
+            }
+            "-c" => {
+                opts.mode = match value("-c")?.as_str() {
+                    "spin" => Mode::Spin,
+                    "sread" => Mode::Sread,
+                    "fd" => Mode::Fd,
+                    "tokio" => Mode::Tokio,
+                    other => {
+                        return Err(format!(
+                            "-c: unknown completion mode {other:?} (spin, sread, fd or tokio)"
+                        ))
+                    }
+                }
+            }
+            "-P" => opts.port = Some(number("-P", &value("-P")?)?),
+            "-s" => server_only = true,
+            "-v" => opts.verify = true,
+            s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s}")),
+            _ if host.is_some() => return Err(format!("unexpected argument {arg:?}")),
+            _ => host = Some(arg),
+        }
+    }
+    if opts.provider.is_empty() {
+        return Err("-p: empty provider name".into());
+    }
+    if opts.sizes.is_empty() {
+        return Err("-S: no sizes".into());
+    }
+    opts.role = match (server_only, host) {
+        (true, Some(h)) => return Err(format!("-s runs a server; {h:?} names a server to connect to: use one or the other")),
+        (true, None) => Role::Server,
+        (false, Some(h)) => Role::Client(h),
+        (false, None) => Role::Both,
+    };
+    Ok(Parsed::Run(opts))
+}

@@ -1,0 +1,373 @@
+//! The micro-benchmarks: each case is a C baseline (`bench/baselines.c`)
+//! and its Rust counterpart written on the safe API, run on the same queues.
+
+use crate::baselines as c;
+use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
+use libfabric::eq::{EqAttr, Event, EventBuf, Read};
+use libfabric::info::{Caps, EpType};
+use libfabric::tokio::AsyncEventQueue;
+use libfabric::wait::{trywait, TryWait, WaitObj, Waiter, Wake};
+use libfabric::{getinfo, CompletionQueue, Domain, EventQueue, Fabric, Hints};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Completions per `fi_cq_read`, as in the C baseline.
+pub const CQ_BATCH: usize = 8;
+/// Events queued before the timed reads of "fi_eq_read, queued event".
+pub const QUEUED_BATCH: u64 = 512;
+/// How long a blocking read waits before the benchmark gives up.
+const TIMEOUT: Duration = Duration::from_millis(5000);
+
+/// An open fabric with the queues the per-call cases run on.
+pub struct Queues {
+    pub fabric: Fabric,
+    pub domain: Domain,
+    /// `FI_WAIT_FD`, `FI_WRITE`, room for [`QUEUED_BATCH`] events.
+    pub eq: EventQueue,
+    /// `FI_CQ_FORMAT_MSG`, `FI_WAIT_FD`.
+    pub cq: CompletionQueue<Msg>,
+}
+
+impl Queues {
+    pub fn open(provider: &str, node: &str) -> libfabric::Result<Self> {
+        let hints = Hints::new()?
+            .provider(provider)?
+            .ep_type(EpType::Msg)
+            .caps(Caps::MSG)
+            .node(node)?;
+        let list = getinfo(&hints)?;
+        let info = list.first().ok_or(libfabric::Error::NoProvider {
+            request: format!("provider {provider}"),
+        })?;
+        let fabric = Fabric::open(info)?;
+        let domain = Domain::open(&fabric, info)?;
+        let eq = fd_eq(&fabric, QUEUED_BATCH as usize * 2)?;
+        let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(64).wait(WaitObj::Fd))?;
+        Ok(Queues {
+            fabric,
+            domain,
+            eq,
+            cq,
+        })
+    }
+}
+
+fn fd_eq(fabric: &Fabric, size: usize) -> libfabric::Result<EventQueue> {
+    EventQueue::open(fabric, &EqAttr::new().size(size).wait(WaitObj::Fd).write(true))
+}
+
+/// What a case measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A timed loop: a sample is the mean time per call of one run.
+    PerCall,
+    /// Wake-up latency: a sample is the median latency of one run.
+    WakeUp,
+}
+
+/// One run of one side: `iters` calls (or wake-ups); the sample in ns.
+pub type RunFn = fn(&Queues, u64) -> Result<f64, String>;
+
+pub struct Case {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub c: RunFn,
+    pub rust: RunFn,
+}
+
+pub const CASES: &[Case] = &[
+    Case {
+        name: "fi_cq_read, empty CQ",
+        kind: Kind::PerCall,
+        c: c_cq_read_empty,
+        rust: rust_cq_read_empty,
+    },
+    Case {
+        name: "fi_eq_write + fi_eq_read",
+        kind: Kind::PerCall,
+        c: c_eq_write_read,
+        rust: rust_eq_write_read,
+    },
+    Case {
+        name: "fi_eq_read, queued event",
+        kind: Kind::PerCall,
+        c: c_eq_read_queued,
+        rust: rust_eq_read_queued,
+    },
+    Case {
+        name: "fi_trywait, empty EQ + CQ",
+        kind: Kind::PerCall,
+        c: c_trywait_empty,
+        rust: rust_trywait_empty,
+    },
+    Case {
+        name: "wake-up: fi_eq_sread",
+        kind: Kind::WakeUp,
+        c: c_wake_sread,
+        rust: rust_wake_sread,
+    },
+    Case {
+        name: "wake-up: trywait + poll (Waiter)",
+        kind: Kind::WakeUp,
+        c: c_wake_poll,
+        rust: rust_wake_waiter,
+    },
+    Case {
+        name: "wake-up: tokio vs C trywait + poll",
+        kind: Kind::WakeUp,
+        c: c_wake_poll,
+        rust: rust_wake_tokio,
+    },
+];
+
+/// Pause of the writer thread before each write, so that the reader is
+/// blocked when the event arrives.
+pub const WAKE_GAP: Duration = Duration::from_micros(100);
+
+fn per_call(total: Result<u64, i64>, iters: u64, what: &str) -> Result<f64, String> {
+    match total {
+        Ok(ns) => Ok(ns as f64 / iters as f64),
+        Err(e) => Err(format!("C {what}: returned {e}")),
+    }
+}
+
+fn elapsed_per_call(start: Instant, iters: u64) -> f64 {
+    start.elapsed().as_nanos() as f64 / iters as f64
+}
+
+// ---- per-call cases ----
+
+fn c_cq_read_empty(q: &Queues, iters: u64) -> Result<f64, String> {
+    per_call(c::cq_read_empty(&q.cq, iters), iters, "fi_cq_read")
+}
+
+fn rust_cq_read_empty(q: &Queues, iters: u64) -> Result<f64, String> {
+    let mut entries: [MsgEntry; CQ_BATCH] = Default::default();
+    let start = Instant::now();
+    for _ in 0..iters {
+        match q.cq.read(&mut entries) {
+            Ok(CqRead::Empty) => {}
+            other => return Err(format!("fi_cq_read of an empty CQ gave {other:?}")),
+        }
+    }
+    Ok(elapsed_per_call(start, iters))
+}
+
+fn c_eq_write_read(q: &Queues, iters: u64) -> Result<f64, String> {
+    per_call(c::eq_write_read(&q.eq, iters), iters, "fi_eq_write + fi_eq_read")
+}
+
+fn rust_eq_write_read(q: &Queues, iters: u64) -> Result<f64, String> {
+    let fid = q.eq.fid();
+    let mut buf = EventBuf::new();
+    let start = Instant::now();
+    for i in 0..iters {
+        q.eq.write_notify(fid, 0, i).map_err(|e| e.to_string())?;
+        match q.eq.read(&mut buf) {
+            Ok(Read::Event(Event::Notify(e))) if e.data == i => {}
+            other => return Err(format!("fi_eq_read after a write gave {other:?}")),
+        }
+    }
+    Ok(elapsed_per_call(start, iters))
+}
+
+fn c_eq_read_queued(q: &Queues, iters: u64) -> Result<f64, String> {
+    per_call(c::eq_read_queued(&q.eq, iters, QUEUED_BATCH), iters, "fi_eq_read")
+}
+
+fn rust_eq_read_queued(q: &Queues, iters: u64) -> Result<f64, String> {
+    let fid = q.eq.fid();
+    let mut buf = EventBuf::new();
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    while done < iters {
+        let n = (iters - done).min(QUEUED_BATCH);
+        for j in 0..n {
+            q.eq.write_notify(fid, 0, j).map_err(|e| e.to_string())?;
+        }
+        let start = Instant::now();
+        for j in 0..n {
+            match q.eq.read(&mut buf) {
+                Ok(Read::Event(Event::Notify(e))) if e.data == j => {}
+                other => return Err(format!("fi_eq_read of a queued event gave {other:?}")),
+            }
+        }
+        total += start.elapsed();
+        done += n;
+    }
+    Ok(total.as_nanos() as f64 / iters as f64)
+}
+
+fn c_trywait_empty(q: &Queues, iters: u64) -> Result<f64, String> {
+    // SAFETY: the EQ and CQ were opened on q.fabric (Queues::open).
+    let total = unsafe { c::trywait_empty(&q.fabric, &q.eq, &q.cq, iters) };
+    per_call(total, iters, "fi_trywait")
+}
+
+fn rust_trywait_empty(q: &Queues, iters: u64) -> Result<f64, String> {
+    let start = Instant::now();
+    for _ in 0..iters {
+        match trywait(&q.fabric, &[&q.eq, &q.cq]) {
+            Ok(TryWait::MayBlock) => {}
+            other => return Err(format!("fi_trywait on empty queues gave {other:?}")),
+        }
+    }
+    Ok(elapsed_per_call(start, iters))
+}
+
+// ---- wake-up cases ----
+
+/// The median of `samples` (sorted in place).
+pub fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    let n = samples.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2.0
+    }
+}
+
+fn median_ns(samples: &[u64]) -> f64 {
+    let mut v: Vec<f64> = samples.iter().map(|&s| s as f64).collect();
+    median(&mut v)
+}
+
+struct WakePair {
+    eq: EventQueue,
+    ack: EventQueue,
+}
+
+fn wake_pair(q: &Queues) -> Result<WakePair, String> {
+    let open = || fd_eq(&q.fabric, 64).map_err(|e| e.to_string());
+    Ok(WakePair {
+        eq: open()?,
+        ack: open()?,
+    })
+}
+
+fn c_wake_sread(q: &Queues, iters: u64) -> Result<f64, String> {
+    let p = wake_pair(q)?;
+    let mut samples = vec![0u64; iters as usize];
+    c::wake_sread(&p.eq, &p.ack, WAKE_GAP.as_nanos() as u64, &mut samples)
+        .map_err(|e| format!("C wake-up (fi_eq_sread): returned {e}"))?;
+    Ok(median_ns(&samples))
+}
+
+fn c_wake_poll(q: &Queues, iters: u64) -> Result<f64, String> {
+    let p = wake_pair(q)?;
+    let mut samples = vec![0u64; iters as usize];
+    // SAFETY: the EQ was opened on q.fabric (wake_pair).
+    unsafe { c::wake_poll(&q.fabric, &p.eq, &p.ack, WAKE_GAP.as_nanos() as u64, &mut samples) }
+        .map_err(|e| format!("C wake-up (trywait + poll): returned {e}"))?;
+    Ok(median_ns(&samples))
+}
+
+/// The Rust writer thread, the twin of the C one: waits for the reader's
+/// acknowledgement, sleeps [`WAKE_GAP`], writes an event whose data is the
+/// time of the write in ns since `base`.
+fn spawn_writer(
+    p: &WakePair,
+    iters: u64,
+    base: Instant,
+) -> thread::JoinHandle<Result<(), String>> {
+    let (eq, ack) = (p.eq.clone(), p.ack.clone());
+    thread::spawn(move || {
+        let mut buf = EventBuf::new();
+        let fid = eq.fid();
+        for i in 0..iters {
+            if i > 0 {
+                match ack.sread(&mut buf, Some(TIMEOUT)) {
+                    Ok(Read::Event(_)) => {}
+                    other => return Err(format!("writer: acknowledgement read gave {other:?}")),
+                }
+            }
+            thread::sleep(WAKE_GAP);
+            let now = base.elapsed().as_nanos() as u64;
+            eq.write_notify(fid, 0, now).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    })
+}
+
+/// Records the latency of the event just read and acknowledges it.
+fn take_sample(read: libfabric::Result<Read<'_>>, base: Instant, ack: &EventQueue) -> Result<u64, String> {
+    let now = base.elapsed().as_nanos() as u64;
+    match read {
+        Ok(Read::Event(Event::Notify(e))) => {
+            ack.write_notify(ack.fid(), 0, 0).map_err(|e| e.to_string())?;
+            Ok(now.saturating_sub(e.data))
+        }
+        other => Err(format!("reader: got {other:?}")),
+    }
+}
+
+fn join(writer: thread::JoinHandle<Result<(), String>>, reader: Result<(), String>) -> Result<(), String> {
+    let written = writer.join().map_err(|_| "the writer thread panicked".to_string())?;
+    reader.and(written)
+}
+
+fn rust_wake_sread(q: &Queues, iters: u64) -> Result<f64, String> {
+    let p = wake_pair(q)?;
+    let mut samples = vec![0u64; iters as usize];
+    let mut buf = EventBuf::new();
+    let base = Instant::now();
+    let writer = spawn_writer(&p, iters, base);
+    let reader = samples.iter_mut().try_for_each(|s| {
+        *s = take_sample(p.eq.sread(&mut buf, Some(TIMEOUT)), base, &p.ack)?;
+        Ok(())
+    });
+    join(writer, reader)?;
+    Ok(median_ns(&samples))
+}
+
+fn rust_wake_waiter(q: &Queues, iters: u64) -> Result<f64, String> {
+    let p = wake_pair(q)?;
+    let mut samples = vec![0u64; iters as usize];
+    let mut buf = EventBuf::new();
+    let mut waiter = Waiter::new(&q.fabric, &[&p.eq]).map_err(|e| e.to_string())?;
+    let base = Instant::now();
+    let writer = spawn_writer(&p, iters, base);
+    let reader = samples.iter_mut().try_for_each(|s| {
+        loop {
+            match p.eq.read(&mut buf) {
+                Ok(Read::Empty) => match waiter.wait(Some(TIMEOUT)) {
+                    Ok(Wake::Ready) => continue,
+                    other => return Err(format!("reader: Waiter::wait gave {other:?}")),
+                },
+                read => {
+                    *s = take_sample(read, base, &p.ack)?;
+                    return Ok(());
+                }
+            }
+        }
+    });
+    join(writer, reader)?;
+    Ok(median_ns(&samples))
+}
+
+fn rust_wake_tokio(q: &Queues, iters: u64) -> Result<f64, String> {
+    let p = wake_pair(q)?;
+    let mut samples = vec![0u64; iters as usize];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let base = Instant::now();
+    let writer = spawn_writer(&p, iters, base);
+    let reader = rt.block_on(async {
+        let aeq = AsyncEventQueue::new(p.eq.clone()).map_err(|e| e.to_string())?;
+        let mut buf = EventBuf::new();
+        for s in samples.iter_mut() {
+            let read = tokio::time::timeout(TIMEOUT, aeq.read(&mut buf))
+                .await
+                .map_err(|_| "reader: no event within 5 s".to_string())?;
+            *s = take_sample(read, base, &p.ack)?;
+        }
+        Ok(())
+    });
+    join(writer, reader)?;
+    Ok(median_ns(&samples))
+}
