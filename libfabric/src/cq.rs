@@ -451,6 +451,8 @@ pub(crate) struct CqInner {
     threshold: bool,
     signals: AtomicU64,
     signals_reported: AtomicU64,
+    /// The context the queue was opened with.
+    pub(crate) id: u64,
 }
 
 /// An open completion queue of format `F`. Cloning gives another handle;
@@ -499,14 +501,19 @@ impl<F: Format> CompletionQueue<F> {
                 .map_or(ptr::null_mut(), |s| s.inner.fid.as_ptr()),
         };
         let mut raw = ptr::null_mut();
+        // The context is a process-unique id: poll sets report it
+        // (fi_poll(3)), and PollSet maps it back to the queue.
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         // SAFETY: fi_cq_open(3) reads attr and opens a CQ on the open
         // domain; OwnedFid closes it before the domain handle is released.
+        // The context is an opaque value to the provider.
         let ret = unsafe {
             sys::fi_cq_open(
                 domain.inner.fid.as_ptr(),
                 &mut raw_attr,
                 &mut raw,
-                ptr::null_mut(),
+                id as usize as *mut c_void,
             )
         };
         if ret < 0
@@ -531,6 +538,7 @@ impl<F: Format> CompletionQueue<F> {
                 threshold: attr.threshold,
                 signals: AtomicU64::new(0),
                 signals_reported: AtomicU64::new(0),
+                id,
             }),
             _format: PhantomData,
         })

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 /// The identity of a libfabric object (the address of its `struct fid`), as
 /// events and completions name it. Compare with the `fid()` of objects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Fid(pub(crate) usize);
 
 impl Fid {

@@ -26,6 +26,33 @@
 //! object at any time; that is what makes every type here `Send + Sync`
 //! without locks on the data path.
 //!
+//! # Coverage of fi_eq(3), fi_cq(3) and fi_poll(3)
+//!
+//! | C call | here |
+//! |---|---|
+//! | `fi_eq_open`, `fi_close` | [`EventQueue::open`], [`EventQueue::close`] / drop |
+//! | `fi_eq_read`, with `FI_PEEK` | [`EventQueue::read`], [`EventQueue::peek`] |
+//! | `fi_eq_sread`, with `FI_PEEK` | [`EventQueue::sread`], [`EventQueue::speek`] |
+//! | `fi_eq_readerr` | [`EventQueue::read_err`] |
+//! | `fi_eq_write` | [`EventQueue::write_notify`] |
+//! | `fi_eq_strerror` | [`EventQueue::strerror`] |
+//! | `fi_cq_open`, `fi_close` | [`CompletionQueue::open`], [`CompletionQueue::close`] / drop |
+//! | `fi_cq_read`, `fi_cq_readfrom` | [`CompletionQueue::read`], [`CompletionQueue::read_from`] |
+//! | `fi_cq_sread`, `fi_cq_sreadfrom` | [`CompletionQueue::sread`], [`CompletionQueue::sread_threshold`], [`CompletionQueue::sread_from`] |
+//! | `fi_cq_readerr` | [`CompletionQueue::read_err`] |
+//! | `fi_cq_signal` | [`CompletionQueue::signal`] |
+//! | `fi_cq_strerror` | [`CompletionQueue::strerror`] |
+//! | `fi_control(FI_GETWAIT)` | [`wait::Waitable::wait_fd`], [`wait::PollFdSet::refresh`] |
+//! | `fi_control(FI_GETWAITOBJ)` | [`wait::Waitable::wait_obj`] |
+//! | `fi_trywait` | [`wait::trywait`], [`wait::Waiter`], the [`tokio`](crate::tokio) queues (feature `tokio`) |
+//! | `fi_wait_open`, `fi_wait` | [`wait::WaitSet::open`], [`wait::WaitSet::wait`] |
+//! | `fi_poll_open`, `fi_poll_add`, `fi_poll_del`, `fi_poll` | [`poll::PollSet`] |
+//!
+//! Not wrapped: `FI_WAIT_MUTEX_COND`'s `fi_mutex_cond` (raw pthread
+//! objects cannot be handed out safely; such queues still block in
+//! `sread`), counters (`fi_cntr(3)`, a man page of their own), and
+//! `fi_control(FI_GETOPSFLAG/FI_SETOPSFLAG)`, which concern endpoints.
+//!
 //! # Example
 //! ```
 //! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, Read}, wait::WaitObj, EventQueue, Fabric};
@@ -54,6 +81,7 @@ pub mod error;
 pub mod fabric;
 mod fid;
 pub mod info;
+pub mod poll;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod wait;

@@ -216,3 +216,44 @@ fn pollfd_sets_follow_the_change_index_protocol() {
     ));
     let _ = MsgEntry::default();
 }
+
+#[test]
+fn poll_set_names_the_queue_with_completions() {
+    use libfabric::eq::Fid;
+    use libfabric::poll::PollSet;
+    let pair = connect_pair::<Msg>(None, CqAttr::new());
+    let set = PollSet::open(&pair.server_domain).unwrap();
+    set.add(&pair.server_cq).unwrap();
+    let mut ready = [Fid::default(); 4];
+    assert_eq!(set.poll(&mut ready).unwrap(), 0);
+    pair.server.recv(pair.server_pool.take().unwrap()).unwrap();
+    pair.client
+        .send(pair.client_pool.take().unwrap(), 16)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = pair.client_cq.read(&mut [MsgEntry::default()]);
+        let n = set.poll(&mut ready).unwrap();
+        if n > 0 {
+            assert_eq!(&ready[..n], &[pair.server_cq.fid()]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "fi_poll never reported the CQ");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut e = [MsgEntry::default()];
+    assert!(matches!(
+        pair.server_cq.read(&mut e).unwrap(),
+        libfabric::cq::Read::Completions(_)
+    ));
+    // A queue of another domain is refused; removing works once.
+    assert!(matches!(
+        set.add(&pair.client_cq),
+        Err(Error::InvalidArgument(_))
+    ));
+    set.remove(&pair.server_cq).unwrap();
+    assert!(matches!(
+        set.remove(&pair.server_cq),
+        Err(Error::InvalidArgument(_))
+    ));
+}

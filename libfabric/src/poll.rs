@@ -1,0 +1,129 @@
+//! Poll sets (`fi_poll_open`, `fi_poll_add`, `fi_poll_del`, `fi_poll`):
+//! one call that progresses several completion queues of a domain and says
+//! which have completions.
+//!
+//! Poll sets are deprecated in libfabric 2.x but present in 1.17.
+//!
+//! ```
+//! use libfabric::{info::{getinfo, Hints}, cq::{CqAttr, Msg}, eq::Fid, poll::PollSet, CompletionQueue, Domain, Fabric};
+//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! let info = list.first().unwrap();
+//! let domain = Domain::open(&Fabric::open(info)?, info)?;
+//! let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new())?;
+//! let set = PollSet::open(&domain)?;
+//! set.add(&cq)?;
+//! let mut ready = [Fid::default(); 4];
+//! assert_eq!(set.poll(&mut ready)?, 0, "no completions yet");
+//! # Ok::<(), libfabric::Error>(())
+//! ```
+
+use crate::cq::{CompletionQueue, CqInner, Format};
+use crate::domain::{Domain, DomainInner};
+use crate::eq::Fid;
+use crate::error::{check, Error, Result};
+use crate::fid::{close_last, OwnedFid};
+use libfabric_sys::fabric as sys;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::{Arc, Mutex};
+
+pub(crate) struct PollInner {
+    fid: OwnedFid<sys::fid_poll>,
+    /// The queues in the set, kept open while they are in it.
+    members: Mutex<Vec<Arc<CqInner>>>,
+    _domain: Arc<DomainInner>,
+}
+
+/// An open poll set of completion queues of one domain.
+#[derive(Clone)]
+pub struct PollSet {
+    inner: Arc<PollInner>,
+}
+
+impl PollSet {
+    /// `fi_poll_open`.
+    #[doc(alias = "fi_poll_open")]
+    pub fn open(domain: &Domain) -> Result<Self> {
+        let mut attr = sys::fi_poll_attr { flags: 0 };
+        let mut raw = ptr::null_mut();
+        // SAFETY: fi_poll(3): opens a poll set on an open domain; OwnedFid
+        // closes it before the domain handle is released.
+        let ret = unsafe { sys::fi_poll_open(domain.inner.fid.as_ptr(), &mut attr, &mut raw) };
+        check("fi_poll_open", ret)?;
+        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_poll_open", -libc::EINVAL))?;
+        Ok(PollSet {
+            inner: Arc::new(PollInner {
+                fid,
+                members: Mutex::new(Vec::new()),
+                _domain: domain.inner.clone(),
+            }),
+        })
+    }
+
+    /// `fi_poll_add` of a completion queue of the same domain.
+    #[doc(alias = "fi_poll_add")]
+    pub fn add<F: Format>(&self, cq: &CompletionQueue<F>) -> Result<()> {
+        if !Arc::ptr_eq(&cq.inner.domain, &self.inner._domain) {
+            return Err(Error::InvalidArgument(
+                "fi_poll_add: the queue belongs to another domain".into(),
+            ));
+        }
+        let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: both objects are open; the set keeps the CQ open (Arc
+        // below) while it is a member.
+        let ret = unsafe { sys::fi_poll_add(self.inner.fid.as_ptr(), cq.inner.fid.fid(), 0) };
+        check("fi_poll_add", ret)?;
+        members.push(cq.inner.clone());
+        Ok(())
+    }
+
+    /// `fi_poll_del` of a queue added before.
+    #[doc(alias = "fi_poll_del")]
+    pub fn remove<F: Format>(&self, cq: &CompletionQueue<F>) -> Result<()> {
+        let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(at) = members.iter().position(|m| Arc::ptr_eq(m, &cq.inner)) else {
+            return Err(Error::InvalidArgument(
+                "fi_poll_del: the queue is not in the set".into(),
+            ));
+        };
+        // SAFETY: the CQ is a member of the open set.
+        let ret = unsafe { sys::fi_poll_del(self.inner.fid.as_ptr(), cq.inner.fid.fid(), 0) };
+        check("fi_poll_del", ret)?;
+        members.swap_remove(at);
+        Ok(())
+    }
+
+    /// `fi_poll`: progresses the queues and writes the fids of those with
+    /// completions into `ready`; returns how many.
+    #[doc(alias = "fi_poll")]
+    pub fn poll(&self, ready: &mut [Fid]) -> Result<usize> {
+        const STACK: usize = 32;
+        let mut contexts = [ptr::null_mut::<c_void>(); STACK];
+        let count = ready.len().min(STACK);
+        // SAFETY: fi_poll(3) writes at most count contexts.
+        let ret =
+            unsafe { sys::fi_poll(self.inner.fid.as_ptr(), contexts.as_mut_ptr(), count as i32) };
+        check("fi_poll", ret)?;
+        let n = (ret as usize).min(count);
+        let members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
+        let mut found = 0;
+        for context in &contexts[..n] {
+            if let Some(m) = members.iter().find(|m| m.id as usize == *context as usize) {
+                ready[found] = Fid::from_raw(m.fid.fid());
+                found += 1;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Closes the set now; [`Error::InUse`] while other handles exist.
+    pub fn close(self) -> Result<()> {
+        close_last(self.inner, "poll set", |i| i.fid.close())
+    }
+}
+
+impl std::fmt::Debug for PollSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollSet").finish_non_exhaustive()
+    }
+}
