@@ -44,7 +44,7 @@
 //! | `fi_cq_strerror` | [`CompletionQueue::strerror`] |
 //! | `fi_control(FI_GETWAIT)` | [`wait::Waitable::wait_fd`], [`wait::PollFdSet::refresh`] |
 //! | `fi_control(FI_GETWAITOBJ)` | [`wait::Waitable::wait_obj`] |
-//! | `fi_trywait` | [`wait::trywait`], [`wait::Waiter`], the [`tokio`](crate::tokio) queues (feature `tokio`) |
+//! | `fi_trywait` | [`wait::trywait`], [`wait::Waiter`], the queues of the `tokio` module (feature `tokio`) |
 //! | `fi_wait_open`, `fi_wait` | [`wait::WaitSet::open`], [`wait::WaitSet::wait`] |
 //! | `fi_poll_open`, `fi_poll_add`, `fi_poll_del`, `fi_poll` | [`poll::PollSet`] |
 //!
