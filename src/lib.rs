@@ -1,2 +1,5 @@
 //! The suite that holds the Rust side against C: cross-crate tests, the
-//! `pingpong` and `asyncwatch` programs and the benchmarks.
+//! `pingpong`, `asyncwatch` and `rc_pingpong` programs and the benchmarks.
+//!
+//! The repository's README follows; its Rust examples run as doctests.
+#![doc = include_str!("../README.md")]
