@@ -23,7 +23,7 @@ use crate::fid::{close_last, OwnedFid};
 use crate::wait::{query_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ptr;
@@ -758,22 +758,19 @@ impl<F: Format> CompletionQueue<F> {
     /// `fi_cq_strerror`: the provider's text for an error completion.
     #[doc(alias = "fi_cq_strerror")]
     pub fn strerror(&self, err: &CqError<'_>) -> String {
-        let mut text = [0 as std::ffi::c_char; 256];
-        // SAFETY: fi_cq_strerror(3) writes at most len bytes (NUL
-        // terminated) and returns buf or a static string.
-        unsafe {
-            let p = sys::fi_cq_strerror(
-                self.inner.fid.as_ptr(),
-                err.prov_errno,
-                err.err_data.as_ptr().cast(),
-                text.as_mut_ptr(),
-                text.len(),
-            );
-            if p.is_null() {
-                return String::new();
+        crate::error::provider_text(|buf, len| {
+            // SAFETY: fi_cq_strerror(3) on the open queue; it writes at most len bytes
+            // into buf; err_data is passed back as the error entry gave it.
+            unsafe {
+                sys::fi_cq_strerror(
+                    self.inner.fid.as_ptr(),
+                    err.prov_errno,
+                    err.err_data.as_ptr().cast(),
+                    buf,
+                    len,
+                )
             }
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
+        })
     }
 
     /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or

@@ -22,7 +22,7 @@ use crate::fid::{close_last, OwnedFid};
 use crate::info::Info;
 use crate::wait::{query_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable};
 use libfabric_sys::fabric as sys;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::fmt;
 use std::mem::size_of;
 use std::ptr;
@@ -622,23 +622,19 @@ impl EventQueue {
     /// `fi_eq_strerror`: the provider's text for an error entry.
     #[doc(alias = "fi_eq_strerror")]
     pub fn strerror(&self, err: &EqError<'_>) -> String {
-        let mut text = [0 as std::ffi::c_char; 256];
-        // SAFETY: fi_eq_strerror(3) writes at most len bytes into buf (NUL
-        // terminated) and returns a pointer to a NUL-terminated string,
-        // either buf or a static one; err_data is passed back as read.
-        unsafe {
-            let p = sys::fi_eq_strerror(
-                self.inner.fid.as_ptr(),
-                err.prov_errno,
-                err.err_data.as_ptr().cast(),
-                text.as_mut_ptr(),
-                text.len(),
-            );
-            if p.is_null() {
-                return String::new();
+        crate::error::provider_text(|buf, len| {
+            // SAFETY: fi_eq_strerror(3) on the open queue; it writes at most len bytes
+            // into buf; err_data is passed back as the error entry gave it.
+            unsafe {
+                sys::fi_eq_strerror(
+                    self.inner.fid.as_ptr(),
+                    err.prov_errno,
+                    err.err_data.as_ptr().cast(),
+                    buf,
+                    len,
+                )
             }
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
+        })
     }
 
     /// The endpoint or passive endpoint bound to this queue that `fid`

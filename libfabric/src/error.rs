@@ -348,6 +348,22 @@ pub(crate) fn check_len(call: &'static str, ret: isize) -> Result<usize> {
     }
 }
 
+/// Runs a `fi_eq_strerror` / `fi_cq_strerror` call with a text buffer and
+/// copies out the string it returns (the buffer, or a static string).
+pub(crate) fn provider_text(
+    call: impl FnOnce(*mut std::ffi::c_char, usize) -> *const std::ffi::c_char,
+) -> String {
+    let mut text = [0 as std::ffi::c_char; 256];
+    let p = call(text.as_mut_ptr(), text.len());
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: fi_eq(3)/fi_cq(3): the strerror calls return a NUL-terminated
+    // string, either the buffer given (written at most len bytes, NUL
+    // terminated) or a static one; both outlive this copy.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
 /// The negated `FI_EAGAIN` as `ssize_t`, as read calls return it.
 pub(crate) const EAGAIN: isize = -(sys::errno::FI_EAGAIN as isize);
 /// The negated `FI_EAVAIL` as `ssize_t`.
