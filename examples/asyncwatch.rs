@@ -78,12 +78,15 @@ fn run(options: Options) -> Result<u64, String> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGINT);
     mask.add(Signal::SIGTERM);
-    mask.thread_block().map_err(|e| format!("sigprocmask: {e}"))?;
+    mask.thread_block()
+        .map_err(|e| format!("sigprocmask: {e}"))?;
     let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| format!("signalfd: {e}"))?;
 
     for ctx in &contexts {
-        let port = ctx.query_port(1).map_err(|e| format!("{}: {e}", ctx.name()))?;
+        let port = ctx
+            .query_port(1)
+            .map_err(|e| format!("{}: {e}", ctx.name()))?;
         println!(
             "{}: {} port(s), port 1 {:?}",
             ctx.name(),

@@ -56,7 +56,7 @@ pub fn run(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     };
     let outcome = match &opts.role {
         Role::Both => both(&opts),
-        Role::Server => server_only(&opts),
+        Role::Server(addr) => server_only(&opts, addr.as_deref()),
         Role::Client(host) => client_only(&opts, host),
     };
     match outcome {
@@ -88,7 +88,12 @@ fn output(banner: String, log: &EventLog, rows: &[Row]) -> String {
 }
 
 /// The server's whole run on a listener.
-fn serve(listener: setup::Listener, opts: &Options, patient: bool, progress: bool) -> Res<Vec<Row>> {
+fn serve(
+    listener: setup::Listener,
+    opts: &Options,
+    patient: bool,
+    progress: bool,
+) -> Res<Vec<Row>> {
     let link = setup::accept(listener, opts)?;
     let rows = transfer::server(&link, opts.mode, patient, Progress::new(progress))?;
     setup::shutdown(&link, false)?;
@@ -126,7 +131,9 @@ fn both(opts: &Options) -> Res<String> {
         })
     };
     let Ok(Some(addr)) = where_.recv() else {
-        return Err(joined(server).err().unwrap_or_else(|| "the server did not start".into()));
+        return Err(joined(server)
+            .err()
+            .unwrap_or_else(|| "the server did not start".into()));
     };
     let result = client(opts, &addr.ip().to_string(), addr.port(), &log);
     let rows = match result {
@@ -150,13 +157,15 @@ fn both(opts: &Options) -> Res<String> {
 }
 
 fn joined(handle: thread::JoinHandle<Res<Vec<Row>>>) -> Res<Vec<Row>> {
-    handle.join().unwrap_or_else(|_| Err("the server thread panicked".into()))
+    handle
+        .join()
+        .unwrap_or_else(|_| Err("the server thread panicked".into()))
 }
 
-fn server_only(opts: &Options) -> Res<String> {
+fn server_only(opts: &Options, node: Option<&str>) -> Res<String> {
     let log = Arc::new(EventLog::new());
     let port = opts.port.unwrap_or(cli::DEFAULT_PORT);
-    let (listener, addr) = setup::listen(opts, None, port, &log)?;
+    let (listener, addr) = setup::listen(opts, node, port, &log)?;
     eprintln!("pingpong: listening on {addr}, waiting for a client");
     let rows = serve(listener, opts, true, true)?;
     Ok(output(banner(opts, &addr.to_string()), &log, &rows))

@@ -27,10 +27,16 @@ fn queues() -> Queues {
 
 fn assert_empty(q: &Queues) {
     let mut buf = EventBuf::new();
-    assert!(matches!(q.eq.read(&mut buf), Ok(Read::Empty)), "Rust: the EQ is empty");
+    assert!(
+        matches!(q.eq.read(&mut buf), Ok(Read::Empty)),
+        "Rust: the EQ is empty"
+    );
     assert_eq!(baselines::eq_read(&q.eq).ret, EAGAIN, "C: the EQ is empty");
     let mut entries: [MsgEntry; micro::CQ_BATCH] = Default::default();
-    assert!(matches!(q.cq.read(&mut entries), Ok(CqRead::Empty)), "Rust: the CQ is empty");
+    assert!(
+        matches!(q.cq.read(&mut entries), Ok(CqRead::Empty)),
+        "Rust: the CQ is empty"
+    );
     assert_eq!(baselines::cq_read(&q.cq), EAGAIN, "C: the CQ is empty");
 }
 
@@ -66,7 +72,10 @@ fn trywait_answers_the_same_before_and_after_a_write() {
     assert_eq!(rust_trywait(), TryWait::MayBlock);
 
     // A write by C: the same, until it is read by Rust.
-    assert_eq!(baselines::eq_write(&q.eq, 3, 4), size_of::<sys::fi_eq_entry>() as isize);
+    assert_eq!(
+        baselines::eq_write(&q.eq, 3, 4),
+        size_of::<sys::fi_eq_entry>() as isize
+    );
     assert_eq!(rust_trywait(), TryWait::EventsPending);
     assert_eq!(c_trywait(), -sys::errno::FI_EAGAIN);
     let mut buf = EventBuf::new();
@@ -82,7 +91,11 @@ fn an_event_reads_the_same_whichever_side_wrote_it() {
 
     // C writes, Rust reads.
     let written = baselines::eq_write(&q.eq, 0x1234, 42);
-    assert_eq!(written, size_of::<sys::fi_eq_entry>() as isize, "fi_eq_write returns the bytes written");
+    assert_eq!(
+        written,
+        size_of::<sys::fi_eq_entry>() as isize,
+        "fi_eq_write returns the bytes written"
+    );
     match q.eq.read(&mut buf) {
         Ok(Read::Event(Event::Notify(e))) => {
             assert_eq!(e.fid, q.eq.fid());
@@ -116,10 +129,17 @@ fn every_benchmark_case_does_its_work_in_c_and_in_rust() {
             Kind::WakeUp => 20,
         };
         for (side, run) in [("C", case.c), ("Rust", case.rust)] {
-            let sample = run(&q, iters).unwrap_or_else(|e| panic!("{}, {side}: {e}", case.name));
+            let samples = run(&q, iters).unwrap_or_else(|e| panic!("{}, {side}: {e}", case.name));
+            let expected = match case.kind {
+                Kind::PerCall => 1,
+                Kind::WakeUp => iters as usize,
+            };
+            assert_eq!(samples.len(), expected, "{}, {side}", case.name);
             assert!(
-                sample.is_finite() && sample > 0.0 && sample < 5e9,
-                "{}, {side}: sample {sample} ns",
+                samples
+                    .iter()
+                    .all(|&ns| ns.is_finite() && ns > 0.0 && ns < 5e9),
+                "{}, {side}: samples {samples:?} ns",
                 case.name
             );
             assert_empty(&q);

@@ -6,7 +6,9 @@ use std::fmt;
 pub const USAGE: &str = "\
 Usage:
   pingpong [OPTIONS]              server and client in one process (two threads)
-  pingpong [OPTIONS] -s           server only: waits for one client
+  pingpong [OPTIONS] -s [<addr>]  server only: waits for one client, listening
+                                  on <addr> (default: all interfaces for MSG,
+                                  the first interface's address for RDM)
   pingpong [OPTIONS] <server>     client of a `pingpong -s` on <server>
 
 Ping-pong over libfabric, like fi_pingpong: the client sends a message, the
@@ -26,7 +28,7 @@ Options:
                     tokio  await a tokio AsyncCompletionQueue
   -P <port>       port the server listens on (47592; in one process: any free port)
   -s              server only
-  -v              verify the contents of every message
+  -v              verify the contents of every message (the client decides)
   -h              this help
 ";
 
@@ -63,7 +65,8 @@ impl fmt::Display for Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
     Both,
-    Server,
+    /// Listening on this address, or the provider's default.
+    Server(Option<String>),
     Client(String),
 }
 
@@ -157,7 +160,9 @@ fn sizes(value: &str) -> Result<Vec<usize>, String> {
         .map(|s| number::<usize>("-S", s.trim()))
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(big) = sizes.iter().find(|&&s| s > 1 << 30) {
-        return Err(format!("-S: {big} bytes is more than the 1 GiB this program allows"));
+        return Err(format!(
+            "-S: {big} bytes is more than the 1 GiB this program allows"
+        ));
     }
     Ok(sizes)
 }
@@ -169,10 +174,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     let mut host = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
-        let mut value = |name: &str| {
-            args.next()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
             "-h" | "--help" => return Ok(Parsed::Help),
             "-p" => opts.provider = value("-p")?,
@@ -180,7 +182,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                 opts.ep = match value("-e")?.to_ascii_lowercase().as_str() {
                     "msg" => EpKind::Msg,
                     "rdm" => EpKind::Rdm,
-                    other => return Err(format!("-e: unknown endpoint type {other:?} (msg or rdm)")),
+                    other => {
+                        return Err(format!("-e: unknown endpoint type {other:?} (msg or rdm)"))
+                    }
                 }
             }
             "-S" => opts.sizes = sizes(&value("-S")?)?,
@@ -219,8 +223,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
         return Err("-S: no sizes".into());
     }
     opts.role = match (server_only, host) {
-        (true, Some(h)) => return Err(format!("-s runs a server; {h:?} names a server to connect to: use one or the other")),
-        (true, None) => Role::Server,
+        (true, addr) => Role::Server(addr),
         (false, Some(h)) => Role::Client(h),
         (false, None) => Role::Both,
     };

@@ -102,16 +102,25 @@ impl EventLog {
     }
 
     pub fn render(&self) -> String {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         entries.sort_by_key(|e| e.0);
         let mut out = String::from("event queue events:\n");
         if entries.is_empty() {
-            out.push_str("  (none: RDM endpoints have no connections; peers are addresses in an AV)\n");
+            out.push_str(
+                "  (none: RDM endpoints have no connections; peers are addresses in an AV)\n",
+            );
         }
         for (at, side, text) in entries {
-            let _ = writeln!(out, "  {:>9.3} ms  {side:<6}  {text}", at.as_secs_f64() * 1e3);
+            let _ = writeln!(
+                out,
+                "  {:>9.3} ms  {side:<6}  {text}",
+                at.as_secs_f64() * 1e3
+            );
         }
         out
     }
 }
-

@@ -2,9 +2,9 @@
 //! `fi_accept`, `FI_CONNECTED` on both sides, all read from event queues.
 //! RDM: an address vector and the server's address from fi_getinfo.
 
-use crate::cli::{EpKind, Mode, Options};
-use crate::report::EventLog;
-use crate::Res;
+use super::cli::{EpKind, Mode, Options};
+use super::report::EventLog;
+use super::Res;
 use libfabric::av::AvType;
 use libfabric::cq::{Addr, Context, CqAttr};
 use libfabric::ep::{socket_addr, CqBind};
@@ -26,6 +26,9 @@ pub const ACCEPT_DATA: &[u8] = b"pingpong: welcome";
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of a control message (and the size of the server's first receive).
 pub const CTRL_LEN: usize = 256;
+/// Event-queue waits return this often to read the queue again: the tcp
+/// provider makes progress only while its queues are read.
+const EQ_SLICE: Duration = Duration::from_millis(10);
 
 /// A side's endpoint, ready to move data, and everything it uses.
 pub struct Link {
@@ -186,7 +189,7 @@ pub fn next_cm(
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut buf = EventBuf::new();
     loop {
-        match eq.sread(&mut buf, Some(Duration::from_millis(10)))? {
+        match eq.sread(&mut buf, Some(EQ_SLICE))? {
             Read::Event(Event::ConnReq(req)) => {
                 let info = req.info.ok_or("FI_CONNREQ without its fi_info")?;
                 let from = socket_addr(info.dest_addr())
@@ -203,11 +206,19 @@ pub fn next_cm(
                 return Ok(Some(Cm::ConnReq(info)));
             }
             Read::Event(Event::Connected(c)) => {
-                let data = c.data.iter().position(|&b| b == 0).map_or(c.data, |n| &c.data[..n]);
+                let data = c
+                    .data
+                    .iter()
+                    .position(|&b| b == 0)
+                    .map_or(c.data, |n| &c.data[..n]);
                 let text = if data.is_empty() {
                     String::new()
                 } else {
-                    format!(": {} bytes of connection data {:?}", data.len(), String::from_utf8_lossy(data))
+                    format!(
+                        ": {} bytes of connection data {:?}",
+                        data.len(),
+                        String::from_utf8_lossy(data)
+                    )
                 };
                 log.record(side, format!("FI_CONNECTED{text}"));
                 return Ok(Some(Cm::Connected));
@@ -236,7 +247,12 @@ pub fn next_cm(
 
 /// Starts a server on `node` (all interfaces if `None`) and `port` (0: any
 /// free port); returns it and the address it listens on.
-pub fn listen(opts: &Options, node: Option<&str>, port: u16, log: &Arc<EventLog>) -> Res<(Listener, SocketAddr)> {
+pub fn listen(
+    opts: &Options,
+    node: Option<&str>,
+    port: u16,
+    log: &Arc<EventLog>,
+) -> Res<(Listener, SocketAddr)> {
     let mut hints = hints(opts)?.service(&port.to_string())?.source(true);
     if let Some(node) = node {
         hints = hints.node(node)?;
@@ -272,7 +288,8 @@ pub fn listen(opts: &Options, node: Option<&str>, port: u16, log: &Arc<EventLog>
             };
             let link = link(parts, opts.mode)?;
             let name = link.ep.name()?;
-            let addr = socket_addr(&name).ok_or("the RDM endpoint's address is not a socket address")?;
+            let addr =
+                socket_addr(&name).ok_or("the RDM endpoint's address is not a socket address")?;
             // The client's first message lands here.
             let buf = link.ctrl.take().ok_or("no control buffer")?;
             link.ep.recv(buf)?;
@@ -286,12 +303,19 @@ pub fn listen(opts: &Options, node: Option<&str>, port: u16, log: &Arc<EventLog>
 pub fn accept(listener: Listener, opts: &Options) -> Res<Link> {
     let (fabric, pep, eq, log) = match listener {
         Listener::Rdm(link) => return Ok(*link),
-        Listener::Msg { fabric, pep, eq, log } => (fabric, pep, eq, log),
+        Listener::Msg {
+            fabric,
+            pep,
+            eq,
+            log,
+        } => (fabric, pep, eq, log),
     };
     let info = loop {
         match next_cm(&eq, "server", &log, None, &|| {})? {
             Some(Cm::ConnReq(info)) => break info,
-            Some(Cm::Refused(err, text)) => return Err(format!("a connection request failed: {err} ({text})").into()),
+            Some(Cm::Refused(err, text)) => {
+                return Err(format!("a connection request failed: {err} ({text})").into())
+            }
             _ => {}
         }
     };
@@ -313,7 +337,9 @@ pub fn accept(listener: Listener, opts: &Options) -> Res<Link> {
     link.ep.accept(ACCEPT_DATA)?;
     match next_cm(&eq, "server", &log, Some(CONNECT_TIMEOUT), &|| {})? {
         Some(Cm::Connected) => Ok(link),
-        Some(Cm::Refused(err, text)) => Err(format!("accepting {}: {err} ({text})", link.peer_name).into()),
+        Some(Cm::Refused(err, text)) => {
+            Err(format!("accepting {}: {err} ({text})", link.peer_name).into())
+        }
         Some(_) => Err("unexpected event while accepting".into()),
         None => Err(format!("no FI_CONNECTED within {CONNECT_TIMEOUT:?} after fi_accept").into()),
     }
@@ -339,7 +365,10 @@ pub fn connect(opts: &Options, host: &str, port: u16, log: &Arc<EventLog>) -> Re
     };
     let mut link = link(parts, opts.mode)?;
     let Some(eq) = eq else {
-        let av = link.av.as_ref().ok_or("an RDM endpoint without an address vector")?;
+        let av = link
+            .av
+            .as_ref()
+            .ok_or("an RDM endpoint without an address vector")?;
         if info.dest_addr().is_empty() {
             return Err(format!("fi_getinfo gave no address for {host}:{port}").into());
         }
@@ -354,7 +383,9 @@ pub fn connect(opts: &Options, host: &str, port: u16, log: &Arc<EventLog>) -> Re
             link.peer_name
         )
         .into()),
-        Some(Cm::Refused(err, text)) => Err(format!("connecting to {}: {err} ({text})", link.peer_name).into()),
+        Some(Cm::Refused(err, text)) => {
+            Err(format!("connecting to {}: {err} ({text})", link.peer_name).into())
+        }
         Some(_) => Err(format!("unexpected event while connecting to {}", link.peer_name).into()),
         None => Err(format!(
             "no answer from {} within {CONNECT_TIMEOUT:?}: is `pingpong -s` running there?",
@@ -378,10 +409,17 @@ pub fn shutdown(link: &Link, initiate: bool) -> Res<()> {
         let _ = link.tx_cq.read(&mut [Default::default()]);
         let _ = link.rx_cq.read(&mut [Default::default()]);
     };
-    match next_cm(eq, link.side, &link.log, Some(Duration::from_secs(5)), &drive)? {
+    match next_cm(
+        eq,
+        link.side,
+        &link.log,
+        Some(Duration::from_secs(5)),
+        &drive,
+    )? {
         Some(Cm::Shutdown) => Ok(()),
         _ => {
-            link.log.record(link.side, "no FI_SHUTDOWN within 5 s".into());
+            link.log
+                .record(link.side, "no FI_SHUTDOWN within 5 s".into());
             Ok(())
         }
     }

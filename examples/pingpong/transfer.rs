@@ -8,10 +8,10 @@
 //! echoes. DONE / DONE_ACK end the run. Every receive is posted before the
 //! peer can send, and buffers are reused: nothing is allocated in the loop.
 
-use crate::cli::{Mode, Options};
-use crate::report::Row;
-use crate::setup::{Link, CTRL_LEN};
-use crate::Res;
+use super::cli::{Mode, Options};
+use super::report::Row;
+use super::setup::{Link, CTRL_LEN};
+use super::Res;
 use libfabric::cq::{Context, ContextEntry, Read as CqRead};
 use libfabric::eq::ErrDataBuf;
 use libfabric::tokio::AsyncCompletionQueue;
@@ -43,9 +43,16 @@ enum Kind {
 
 impl Kind {
     fn from_raw(raw: u32) -> Option<Self> {
-        [Kind::Hello, Kind::HelloAck, Kind::Sync, Kind::SyncAck, Kind::Done, Kind::DoneAck]
-            .into_iter()
-            .find(|k| *k as u32 == raw)
+        [
+            Kind::Hello,
+            Kind::HelloAck,
+            Kind::Sync,
+            Kind::SyncAck,
+            Kind::Done,
+            Kind::DoneAck,
+        ]
+        .into_iter()
+        .find(|k| *k as u32 == raw)
     }
 }
 
@@ -86,30 +93,46 @@ fn decode(buf: &[u8]) -> Res<Ctrl> {
     }
 }
 
-/// fi_pingpong's data pattern: message `iter` starts at a different letter.
-const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+/// fi_pingpong's data pattern: the alphabet over and over, message `iter`
+/// starting at a different letter.
+const ALPHABET: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+/// The pattern of message `iter`, 62 bytes at a time.
+fn pattern(iter: usize) -> impl Iterator<Item = &'static [u8]> {
+    let start = iter * 7 % ALPHABET.len();
+    std::iter::once(&ALPHABET[start..]).chain(std::iter::repeat(&ALPHABET[..]))
+}
 
 fn fill(buf: &mut [u8], iter: usize) {
-    let start = iter * 7 % ALPHABET.len();
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = ALPHABET[(start + i) % ALPHABET.len()];
+    let mut rest = buf;
+    for chunk in pattern(iter) {
+        if rest.is_empty() {
+            break;
+        }
+        let n = chunk.len().min(rest.len());
+        rest[..n].copy_from_slice(&chunk[..n]);
+        rest = &mut rest[n..];
     }
 }
 
 fn check(buf: &[u8], iter: usize, side: &str) -> Res<()> {
-    let start = iter * 7 % ALPHABET.len();
-    match buf
-        .iter()
-        .enumerate()
-        .find(|&(i, &b)| b != ALPHABET[(start + i) % ALPHABET.len()])
-    {
-        None => Ok(()),
-        Some((at, _)) => Err(format!(
-            "{side}: message {iter} of {} bytes is corrupt at byte {at}",
-            buf.len()
-        )
-        .into()),
+    let mut at = 0;
+    for chunk in pattern(iter) {
+        if at == buf.len() {
+            return Ok(());
+        }
+        let n = chunk.len().min(buf.len() - at);
+        if buf[at..at + n] != chunk[..n] {
+            let bad = at + (0..n).find(|&i| buf[at + i] != chunk[i]).unwrap_or(0);
+            return Err(format!(
+                "{side}: message {iter} of {} bytes is corrupt at byte {bad}",
+                buf.len()
+            )
+            .into());
+        }
+        at += n;
     }
+    Ok(())
 }
 
 #[derive(Clone, Copy)]
@@ -238,7 +261,11 @@ impl<'l> Driver<'l> {
                     other => other,
                 },
                 Wait::Tokio { rt, tx, rx } => {
-                    let acq = if matches!(queue, Queue::Tx) { &*tx } else { &*rx };
+                    let acq = if matches!(queue, Queue::Tx) {
+                        &*tx
+                    } else {
+                        &*rx
+                    };
                     let read = async { tokio::time::timeout(SLICE, acq.read(&mut entries)).await };
                     match rt.block_on(read) {
                         Ok(read) => found(read?),
@@ -267,7 +294,7 @@ impl<'l> Driver<'l> {
     }
 
     /// Reads the error completion waiting on `cq` and describes it.
-    fn failed(&self, cq: &CompletionQueue<Context>, queue: Queue) -> crate::Error {
+    fn failed(&self, cq: &CompletionQueue<Context>, queue: Queue) -> super::Error {
         let what = match queue {
             Queue::Tx => "a send",
             Queue::Rx => "a receive",
@@ -308,12 +335,18 @@ impl<'l> Driver<'l> {
     /// Reads the transmit CQ once so that the provider makes progress while
     /// a post is refused with -FI_EAGAIN.
     fn nudge(&self, deadline: Instant) -> Res<()> {
-        if Instant::now() > deadline {
+        let now = Instant::now();
+        if now > deadline {
             return Err(format!(
                 "{}: {} does not answer: is `pingpong -s` running there?",
                 self.link.side, self.link.peer_name
             )
             .into());
+        }
+        if now + STALL > deadline + Duration::from_millis(1) {
+            // Refused for over a millisecond (a peer that is not there):
+            // stop burning the CPU.
+            std::thread::sleep(Duration::from_micros(200));
         }
         let mut entries: [ContextEntry; 1] = Default::default();
         match self.link.tx_cq.read(&mut entries)? {
@@ -383,7 +416,11 @@ impl<'l> Driver<'l> {
     fn expect_ctrl(&mut self, kind: Kind) -> Res<Ctrl> {
         let ctrl = self.recv_ctrl(Some(STALL))?;
         if ctrl.kind != kind {
-            return Err(format!("expected {kind:?} from {}, got {:?}", self.link.peer_name, ctrl.kind).into());
+            return Err(format!(
+                "expected {kind:?} from {}, got {:?}",
+                self.link.peer_name, ctrl.kind
+            )
+            .into());
         }
         Ok(ctrl)
     }
@@ -454,7 +491,11 @@ pub fn client(link: &Link, opts: &Options, progress: Progress) -> Res<Vec<Row>> 
     let mut d = Driver::new(link, opts.mode, opts.verify, progress)?;
     d.open_buffers(opts.max_size())?;
     // An RDM server learns where the client is from the HELLO.
-    let name = if link.av.is_some() { link.ep.name()? } else { Vec::new() };
+    let name = if link.av.is_some() {
+        link.ep.name()?
+    } else {
+        Vec::new()
+    };
     let flags = if opts.verify { FLAG_VERIFY } else { 0 };
     d.send_ctrl(Kind::Hello, opts.max_size() as u64, flags, &name)?;
     d.expect_ctrl(Kind::HelloAck)?;
@@ -481,13 +522,19 @@ pub fn server(link: &Link, mode: Mode, patient: bool, progress: Progress) -> Res
     let mut d = Driver::new(link, mode, false, progress)?;
     let hello = d.recv_ctrl(if patient { None } else { Some(STALL) })?;
     if hello.kind != Kind::Hello {
-        return Err(format!("expected Hello from {}, got {:?}", link.peer_name, hello.kind).into());
+        return Err(format!(
+            "expected Hello from {}, got {:?}",
+            link.peer_name, hello.kind
+        )
+        .into());
     }
     d.verify = hello.b & FLAG_VERIFY != 0;
     if let Some(av) = &link.av {
         d.peer = av.insert(&hello.name)?;
     }
-    d.open_buffers(usize::try_from(hello.a).map_err(|_| "the client asked for an impossible size")?)?;
+    d.open_buffers(
+        usize::try_from(hello.a).map_err(|_| "the client asked for an impossible size")?,
+    )?;
     d.send_ctrl(Kind::HelloAck, 0, 0, &[])?;
     let mut rows = Vec::new();
     loop {
@@ -496,7 +543,10 @@ pub fn server(link: &Link, mode: Mode, patient: bool, progress: Progress) -> Res
             Kind::Sync => {
                 let (size, iterations) = (ctrl.a as usize, ctrl.b as usize);
                 if size > d.tx.as_ref().map_or(0, |b| b.len()) {
-                    return Err(format!("the client asked for {size} bytes, more than it announced").into());
+                    return Err(format!(
+                        "the client asked for {size} bytes, more than it announced"
+                    )
+                    .into());
                 }
                 d.send_ctrl(Kind::SyncAck, 0, 0, &[])?;
                 let elapsed = d.server_loop(size, iterations)?;

@@ -114,18 +114,29 @@ impl Pd {
     pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq> {
         let pd = &self.inner;
         let inner = pd.ctx.srqs.create(|| {
-            let mut init = sys::ibv_srq_init_attr {
-                srq_context: std::ptr::null_mut(),
-                attr: sys::ibv_srq_attr {
-                    max_wr,
-                    max_sge,
-                    srq_limit: 0,
-                },
+            // libibverbs reads a `struct ibv_srq_init_attr` as the start of
+            // the extended `struct ibv_srq_init_attr_ex` (ibv_cmd_create_srq
+            // copies it whole, tail padding included, and tests the
+            // `comp_mask` that follows `attr`, which falls in that padding).
+            // Passing the extended struct, zeroed, makes `comp_mask` 0
+            // instead of whatever the padding held.
+            // SAFETY: ibv_srq_init_attr_ex is plain data (integers and
+            // pointers); all-zero is a valid value.
+            let mut init: sys::ibv_srq_init_attr_ex = unsafe { std::mem::zeroed() };
+            init.attr = sys::ibv_srq_attr {
+                max_wr,
+                max_sge,
+                srq_limit: 0,
             };
-            // SAFETY: valid PD and init attributes; ibv_create_srq(3) returns
-            // NULL with errno set on failure.
+            let legacy = std::ptr::from_mut(&mut init).cast::<sys::ibv_srq_init_attr>();
+            // SAFETY: valid PD; `legacy` points to an ibv_srq_init_attr_ex,
+            // whose first members have the layout of ibv_srq_init_attr
+            // (srq_context, attr), and which is larger than it, so every
+            // byte libibverbs reads is initialised; ibv_create_srq(3) returns
+            // NULL with errno set on failure and writes the actual sizes
+            // back into `attr`.
             let raw = check_ptr("ibv_create_srq", unsafe {
-                sys::ibv_create_srq(pd.raw(), &mut init)
+                sys::ibv_create_srq(pd.raw(), legacy)
             })?;
             let inner = Arc::new(SrqInner {
                 raw,

@@ -6,7 +6,9 @@ fn compare(name: &str) {
     let generated = std::fs::read_to_string(concat!(env!("OUT_DIR"), "/").to_string() + name)
         .unwrap_or_else(|e| panic!("{name} was not generated: {e}"));
     let checked_in = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pregenerated").join(name),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/pregenerated")
+            .join(name),
     )
     .unwrap_or_else(|e| panic!("src/pregenerated/{name} is missing: {e}"));
     assert!(

@@ -5,7 +5,9 @@
 //! written like a `[u8]`. Posting it (`Endpoint::send`, `recv`, ...) moves it
 //! into the provider, so no safe code can touch or free it while the
 //! operation is in flight; the completion hands it back through
-//! [`BufferPool::reclaim`], exactly once.
+//! [`BufferPool::reclaim`], exactly once. A completion dropped without
+//! being reclaimed (say, by a panic while it was handled) frees its slot
+//! when dropped.
 
 use crate::cq::{CompletionEntry, CqError};
 use crate::domain::{Domain, DomainInner};
@@ -14,12 +16,13 @@ use crate::fid::OwnedFid;
 use libfabric_sys::fabric as sys;
 use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 const FREE: u8 = 0;
 const OWNED: u8 = 1;
@@ -50,8 +53,45 @@ unsafe impl Send for PoolInner {}
 // SAFETY: as above.
 unsafe impl Sync for PoolInner {}
 
+/// Every open pool, by the address range of its operation contexts, so that
+/// a completion dropped without being reclaimed can still find its pool and
+/// hand the buffer back ([`release_unreclaimed`]).
+type Registry = BTreeMap<usize, (usize, Weak<PoolInner>)>;
+static POOLS: Mutex<Registry> = Mutex::new(BTreeMap::new());
+
+fn pools() -> std::sync::MutexGuard<'static, Registry> {
+    POOLS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Called when a completion entry that still names an operation context is
+/// dropped (for example while a panic unwinds through the code that read
+/// it): the operation is over, so the buffer of the pool the context
+/// belongs to is handed back and its slot freed. Contexts of no open pool
+/// are ignored.
+#[inline]
+pub(crate) fn release_unreclaimed(context: *mut c_void) {
+    if !context.is_null() {
+        release_slow(context);
+    }
+}
+
+#[cold]
+fn release_slow(context: *mut c_void) {
+    let addr = context as usize;
+    // Look up under the lock, reclaim after releasing it: dropping the last
+    // handle of the pool takes the lock again in PoolInner's Drop.
+    let inner = match pools().range(..=addr).next_back() {
+        Some((_, (end, weak))) if addr < *end => weak.upgrade(),
+        _ => None,
+    };
+    if let Some(inner) = inner {
+        drop(BufferPool { inner }.reclaim_context(context));
+    }
+}
+
 impl Drop for PoolInner {
     fn drop(&mut self) {
+        pools().remove(&(self.contexts.as_ptr() as usize));
         // Deregister before freeing the memory it covers. Only reached when
         // no Buffer exists and no operation is in flight (each holds an Arc).
         let _ = self.mr.close();
@@ -149,19 +189,21 @@ impl BufferPool {
             .collect();
         let states = (0..count).map(|_| AtomicU8::new(FREE)).collect();
         let free = (0..count as u32).rev().collect();
-        Ok(BufferPool {
-            inner: Arc::new(PoolInner {
-                mr,
-                desc,
-                memory,
-                layout,
-                slot_size: stride,
-                contexts,
-                states,
-                free: Mutex::new(free),
-                _domain: domain.inner.clone(),
-            }),
-        })
+        let inner = Arc::new(PoolInner {
+            mr,
+            desc,
+            memory,
+            layout,
+            slot_size: stride,
+            contexts,
+            states,
+            free: Mutex::new(free),
+            _domain: domain.inner.clone(),
+        });
+        let base = inner.contexts.as_ptr() as usize;
+        let end = base + count * std::mem::size_of::<SlotContext>();
+        pools().insert(base, (end, Arc::downgrade(&inner)));
+        Ok(BufferPool { inner })
     }
 
     /// A free slot, or `None` when all are taken or in flight.
@@ -283,14 +325,44 @@ impl Buffer {
         }
     }
 
-    /// Called once the provider accepted the operation: the buffer now
-    /// belongs to it until the completion is reclaimed.
+    /// Called just before the operation is posted: from here the buffer
+    /// belongs to the provider until its completion is reclaimed. It must
+    /// be in flight before the post returns, because another thread may
+    /// read the completion, and reclaim the buffer, before that.
     #[inline]
-    pub(crate) fn into_flight(self) {
+    pub(crate) fn into_flight(self) -> Posted {
         self.pool.states[self.slot as usize].store(IN_FLIGHT, Ordering::Release);
+        let posted = Posted {
+            pool: Arc::as_ptr(&self.pool),
+            slot: self.slot,
+        };
         // Keep the pool's strong count: the memory must outlive the
         // operation. BufferPool::reclaim takes it back.
         std::mem::forget(self);
+        posted
+    }
+}
+
+/// A buffer handed to the provider by [`Buffer::into_flight`], while the
+/// post call that uses it runs.
+pub(crate) struct Posted {
+    pool: *const PoolInner,
+    slot: u32,
+}
+
+impl Posted {
+    /// The provider refused the operation: no completion will come, so the
+    /// buffer is the caller's again.
+    #[inline]
+    pub(crate) fn refused(self) -> Buffer {
+        // SAFETY: into_flight leaked one strong count of this pool's Arc;
+        // a refused operation never completes, so no reclaim took it back.
+        let pool = unsafe { Arc::from_raw(self.pool) };
+        pool.states[self.slot as usize].store(OWNED, Ordering::Relaxed);
+        Buffer {
+            pool,
+            slot: self.slot,
+        }
     }
 }
 

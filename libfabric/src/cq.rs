@@ -110,6 +110,15 @@ macro_rules! entry_type {
 
         impl sealed::Sealed for $name {}
 
+        impl Drop for $name {
+            /// A completion that was not reclaimed hands its buffer back
+            /// to its pool here, so a panic between the read and the
+            /// reclaim loses nothing.
+            fn drop(&mut self) {
+                crate::buffer::release_unreclaimed(self.0.op_context);
+            }
+        }
+
         impl CompletionEntry for $name {
             #[inline]
             fn context(&self) -> usize {
@@ -391,7 +400,7 @@ impl<T> Read<'_, T> {
 /// An error completion (`struct fi_cq_err_entry`), its `err_data` copied into
 /// the caller's [`ErrDataBuf`].
 pub struct CqError<'b> {
-    op_context: *mut c_void,
+    op_context: UnreclaimedContext,
     /// Completion flags of the failed operation.
     pub flags: CompletionFlags,
     /// Bytes transferred before the error.
@@ -410,7 +419,20 @@ pub struct CqError<'b> {
     pub err_data: &'b [u8],
 }
 
-// SAFETY: op_context is an opaque value this crate only compares.
+/// The context of a failed operation. Like a completion entry, an error
+/// entry that was not reclaimed hands its buffer back when dropped; the
+/// drop lives in this field (which borrows nothing) so that an error entry
+/// may still be dropped after the [`ErrDataBuf`] it borrows.
+struct UnreclaimedContext(*mut c_void);
+
+impl Drop for UnreclaimedContext {
+    fn drop(&mut self) {
+        crate::buffer::release_unreclaimed(self.0);
+    }
+}
+
+// SAFETY: op_context is an opaque value this crate only compares, or hands
+// to the pool it belongs to.
 unsafe impl Send for CqError<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for CqError<'_> {}
@@ -420,12 +442,12 @@ impl sealed::Sealed for CqError<'_> {}
 impl CqError<'_> {
     /// The failed operation's context.
     pub fn context(&self) -> usize {
-        self.op_context as usize
+        self.op_context.0 as usize
     }
 
     /// Takes the context, leaving 0 (hands a buffer back exactly once).
     pub(crate) fn take_context(&mut self) -> *mut c_void {
-        std::mem::replace(&mut self.op_context, ptr::null_mut())
+        std::mem::replace(&mut self.op_context.0, ptr::null_mut())
     }
 }
 
@@ -732,7 +754,7 @@ impl<F: Format> CompletionQueue<F> {
         check_len("fi_cq_readerr", ret)?;
         let err_data = buf.finish(entry.err_data, entry.err_data_size);
         Ok(Some(CqError {
-            op_context: entry.op_context,
+            op_context: UnreclaimedContext(entry.op_context),
             flags: CompletionFlags::from_bits_retain(entry.flags),
             len: entry.len,
             data: entry.data,

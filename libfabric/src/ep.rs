@@ -181,19 +181,21 @@ pub fn socket_addr(bytes: &[u8]) -> Option<SocketAddr> {
 macro_rules! post {
     ($call:literal, $buffer:ident, |$p:ident| $body:expr) => {{
         let $p = $buffer.post_parts();
+        // In flight before the call: the completion can be read, and the
+        // buffer reclaimed, by another thread before the call returns.
+        let posted = $buffer.into_flight();
         // SAFETY: fi_msg(3)/fi_tagged(3): the buffer's memory (registered,
         // desc from fi_mr_desc) and its context stay valid and untouched
-        // until the completion, because the Buffer is moved into the
+        // until the completion, because the Buffer was moved into the
         // provider (into_flight) and only BufferPool::reclaim, fed by that
         // completion, gives it back.
         let ret = unsafe { $body };
         if ret == 0 {
-            $buffer.into_flight();
             Ok(())
         } else {
             Err(PostError {
                 error: Error::fabric($call, ret as i64),
-                buffer: $buffer,
+                buffer: posted.refused(),
             })
         }
     }};

@@ -53,6 +53,69 @@
 //! `sread`), counters (`fi_cntr(3)`, a man page of their own), and
 //! `fi_control(FI_GETOPSFLAG/FI_SETOPSFLAG)`, which concern endpoints.
 //!
+//! # Misuse
+//!
+//! Every misuse that fi_eq(3), fi_cq(3), fi_poll(3), fi_domain(3),
+//! fi_endpoint(3), fi_cm(3), fi_msg(3) and fi_mr(3) warn about, and what
+//! happens here. "Compile error" rows are proven by the file under
+//! `tests/ui/` that must fail to compile; the other rows by the test named,
+//! under `tests/` of this crate (or of the suite that holds the cross-crate
+//! tests, marked "suite").
+//!
+//! | Misuse (man page) | Here | Shown by |
+//! |---|---|---|
+//! | Closing an EQ, CQ, AV or wait set that an endpoint or queue is still bound to (fi_close(3): `-FI_EBUSY`) | Endpoints and queues hold what they are bound to; `close()` returns [`Error::InUse`], the object closes when its last user goes. An AV has no `close()` | `misuse.rs` `closing_an_eq_bound_to_endpoints_reports_its_users`, `an_address_vector_stays_open_while_its_endpoint_uses_it`; `bad_input.rs` `closing_in_the_wrong_order_is_impossible_and_reported`; `wait.rs` `wait_set_signaled_by_its_queues` |
+//! | Closing a fabric or domain with children open (fi_domain(3)) | Children hold their parents: [`Error::InUse`] | `misuse.rs` `closing_a_domain_with_a_registered_pool_reports_it`; `eq.rs` `close_reports_other_users` |
+//! | Closing an object twice, or using it after `fi_close` | `close` takes the handle by value; each object is closed once, by `close` or on drop | compile error E0382 (example below) |
+//! | Reading `err_data` after the next read of the queue (fi_eq(3), fi_cq(3)) | `err_data` is copied into the caller's [`eq::ErrDataBuf`], which the error entry borrows | compile error: `ui/err_data_outlives_its_buffer.rs`; `misuse.rs` `err_data_stays_valid_after_later_reads` |
+//! | Using an event's connection data after its buffer is read into again | Events borrow their [`eq::EventBuf`] | compile error: `ui/event_data_outlives_next_read.rs`, `ui/peeked_event_outlives_its_buffer.rs` |
+//! | A read buffer too small for the entry (the provider writes what fits; tcp drops the rest) | An [`eq::EventBuf`] smaller than the largest connection data of the endpoints bound to the queue is refused with [`Error::BufferTooSmall`] before reading; CQ reads fill entries of the queue's own format, `FI_CQ_FORMAT_UNSPEC` one at a time | `eq.rs` `a_buffer_too_small_for_connection_data_is_refused`; compile error: `ui/wrong_entry_type.rs`; `data.rs` `unspec_format_reads_one_entry_at_a_time` |
+//! | `fi_eq_write` on an EQ opened without `FI_WRITE` (tcp accepts it) | [`Error::InvalidArgument`] | `eq.rs` `write_needs_fi_write` |
+//! | `fi_eq_sread` / `fi_cq_sread` on an `FI_WAIT_NONE` or `FI_WAIT_SET` queue | [`Error::WrongWaitMode`] | `eq.rs` `wait_none_refuses_sread_and_wait_fd`; `cq.rs` `sread_needs_a_wait_object_and_threshold_needs_the_condition`; `wait.rs` `wait_set_signaled_by_its_queues`; `misuse.rs` `wait_fd_and_sread_need_a_wait_object_on_completion_queues` |
+//! | A threshold `fi_cq_sread` on a queue without `FI_CQ_COND_THRESHOLD` | [`Error::InvalidArgument`]; see [`cq::CqAttr::threshold_condition`] | `cq.rs` `sread_needs_a_wait_object_and_threshold_needs_the_condition` |
+//! | `FI_WAIT_SET` without a wait set, or a wait object the provider lacks | [`Error::UnsupportedWait`] | `eq.rs`, `cq.rs` `unsupported_wait_objects_are_typed_errors` |
+//! | The wait fd (`FI_GETWAIT`) of an `FI_WAIT_NONE` queue (tcp answers `-FI_ETOOSMALL`'s code) | [`Error::WrongWaitMode`] | `eq.rs` `wait_none_refuses_sread_and_wait_fd`; `misuse.rs` `wait_fd_and_sread_need_a_wait_object_on_completion_queues` |
+//! | Blocking on a wait fd without `fi_trywait` first, or without draining the queue (fi_poll(3): lost wake-ups) | [`wait::Waiter`] and the `tokio` queues run trywait, wait, then read until empty. Not enforced for a fd from [`wait::Waitable::wait_fd`] that you poll yourself: call [`wait::trywait`] first | `wait.rs` `ten_thousand_events_through_the_waiter_none_lost_none_twice`; `async_tokio.rs` `many_events_from_another_thread_none_lost`; suite `load.rs` `a_million_events_read_by_several_tokio_tasks` |
+//! | `fi_trywait` with a queue of another fabric | [`Error::InvalidArgument`] | `wait.rs` `trywait_refuses_queues_of_another_fabric` |
+//! | `fi_trywait` with an `FI_WAIT_NONE` queue (libfabric answers 0, "may block", with nothing to block on) | [`Error::WrongWaitMode`] | `misuse.rs` `trywait_on_a_queue_without_a_wait_object_is_refused` |
+//! | Using a wait fd, or a set of them, after its queue is closed | The fd and [`wait::Waiter`] borrow the queues | compile error: `ui/wait_fd_outlives_its_queue.rs`, `ui/waiter_outlives_its_queues.rs` |
+//! | `FI_WAIT_POLLFD`: an fd array too small, or a stale one (fi_control(3) change index) | [`wait::PollFdSet::refresh`] grows on `-FI_ETOOSMALL` and follows the change index | `wait.rs` `pollfd_sets_follow_the_change_index_protocol` |
+//! | Touching or freeing a buffer while its operation is in flight (fi_msg(3), fi_mr(3)) | Posting moves the [`Buffer`] into the provider; each operation keeps its pool's memory and registration alive | compile error: `ui/buffer_touched_while_in_flight.rs`; suite `panics.rs` `a_panic_with_operations_in_flight_loses_no_buffer` |
+//! | Reclaiming a completion twice (two owners of one buffer) | Completions are not `Clone`; [`BufferPool::reclaim`] takes the context, so a second call gives `None`, as does another pool's | compile error: `ui/completion_copied_to_reclaim_twice.rs`; `data.rs` `msg_format_send_and_recv` |
+//! | A completion read and never reclaimed (for example dropped by a panic) | Dropping the entry, or the error entry, hands its buffer back | `misuse.rs` `a_completion_dropped_without_reclaim_frees_its_buffer`; suite `panics.rs` `a_panic_while_handling_completions_loses_no_buffer` |
+//! | Posting on a full queue (`-FI_EAGAIN`) | The [`ep::PostError`] hands the buffer back | `misuse.rs` `posting_past_the_queue_depth_hands_the_buffer_back` |
+//! | A send longer than its buffer | [`Error::BufferTooSmall`], buffer handed back | `bad_input.rs` `a_pool_of_nothing_and_oversized_sends_are_refused` |
+//! | Connection data longer than `FI_OPT_CM_DATA_SIZE` (fi_cm(3)) | [`Error::InvalidArgument`] before the call, for connect, accept and reject | `cm.rs` `connection_data_over_the_maximum_is_refused_before_sending`; `misuse.rs` `accept_and_reject_data_over_the_maximum_are_refused` |
+//! | Freeing a peeked `FI_CONNREQ`'s `fi_info` (then again once read): a double free | A peeked request has `info: None`; only the read one owns its [`Info`], freed once on drop (`Clone` duplicates it) | `misuse.rs` `a_peeked_connection_request_owns_no_info`; suite `panics.rs` `a_panic_while_a_connection_request_is_held_frees_its_info_once`, under valgrind |
+//! | Sharing objects between threads of a domain that is not `FI_THREAD_SAFE` (fi_domain(3)) | Only `FI_THREAD_SAFE` domains are opened ([`Error::InvalidArgument`] otherwise) | [`Domain::open`]; the safe [`Hints`] always ask for it |
+//! | Asking for an API version newer than the library loaded | [`Error::RuntimeTooOld`] | [`info::getinfo`] |
+//!
+//! ```compile_fail,E0382
+//! fn twice(eq: libfabric::EventQueue) -> libfabric::Result<()> {
+//!     eq.close()?;
+//!     eq.close() // `close` took the queue: it cannot be closed again
+//! }
+//! ```
+//!
+//! Not prevented, and up to you:
+//!
+//! - **Every connection request must end in exactly one `fi_accept` or
+//!   `fi_reject`** (fi_cm(3)). Dropping a request's [`Info`] only frees the
+//!   `fi_info`: the provider's connection handle stays allocated (on tcp also
+//!   its socket, and the peer waits for its own timeout), so reject requests
+//!   on every error path, for example from a guard's `Drop`. Accepting or
+//!   rejecting one request twice, rejecting an accepted one, or opening a
+//!   second endpoint from a request already accepted or rejected makes the
+//!   provider use the handle it freed: call [`PassiveEndpoint::reject`] or
+//!   [`Endpoint::accept`] once per request.
+//! - **Reading into entries that still hold completions not yet reclaimed**
+//!   overwrites them, and **closing a completion queue** before the
+//!   completions of the operations posted on its endpoints were read: those
+//!   buffers stay in flight, so their pool (its memory and registration,
+//!   and the domain) is never freed. Reclaim or drop the entries before the
+//!   next read into them; after closing an endpoint, read its completion
+//!   queue until the flushed operations (`ECANCELED`) are back.
+//!
 //! # Example
 //! ```
 //! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, Read}, wait::WaitObj, EventQueue, Fabric};

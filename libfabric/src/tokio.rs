@@ -124,6 +124,10 @@ impl AsyncEventQueue {
     /// returns it.
     pub async fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<eq::Read<'b>> {
         loop {
+            // A queue that always has events must not keep the worker to
+            // itself: once the task's budget is spent this yields, before
+            // anything is taken from the queue (so it stays cancel safe).
+            tokio::task::coop::consume_budget().await;
             let (ret, event) = self.eq.read_raw(buf, 0)?;
             if ret != EAGAIN {
                 return eq::decode(ret, event, buf, false, "fi_eq_read");
@@ -168,6 +172,9 @@ impl<F: Format> AsyncCompletionQueue<F> {
     /// Cancel safe: completions are only taken in the poll that returns them.
     pub async fn read<'b>(&self, buf: &'b mut [F::Entry]) -> Result<cq::Read<'b, F::Entry>> {
         loop {
+            // As in AsyncEventQueue::read: yield once the budget is spent,
+            // before taking anything.
+            tokio::task::coop::consume_budget().await;
             let ret = self.cq.read_raw(buf);
             if ret != EAGAIN {
                 return cq::decode(ret, buf, "fi_cq_read");

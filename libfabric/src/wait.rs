@@ -164,7 +164,10 @@ pub(crate) fn query_wait_obj(fid: *mut sys::fid, requested: WaitObj) -> WaitObj 
 /// `fi_trywait(fabric, fids, count)` over queues of one fabric.
 ///
 /// Returns [`TryWait::MayBlock`] when it is safe to block on their wait
-/// objects, [`TryWait::EventsPending`] when they must be read first.
+/// objects, [`TryWait::EventsPending`] when they must be read first. A
+/// queue opened with `FI_WAIT_NONE` has nothing to block on and is refused
+/// with [`Error::WrongWaitMode`] (libfabric itself answers 0, "may block",
+/// for it).
 #[doc(alias = "fi_trywait")]
 pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     const STACK: usize = 16;
@@ -181,6 +184,13 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
             return Err(Error::InvalidArgument(
                 "fi_trywait: every queue must belong to the fabric given".into(),
             ));
+        }
+        if q.wait_obj() == WaitObj::None {
+            return Err(Error::WrongWaitMode {
+                call: "fi_trywait",
+                needed: "any wait object but FI_WAIT_NONE",
+                actual: WaitObj::None,
+            });
         }
         *slot = q.wait_fid();
     }

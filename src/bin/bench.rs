@@ -1,16 +1,499 @@
+//! `bench`: C against Rust, on the same machine, in the same run.
+//!
+//! Every C baseline (`bench/baselines.c`, built by `build.rs`) and its Rust
+//! counterpart on the safe `libfabric` API run alternately, round after
+//! round, on the same queues; the table gives the medians and the median of
+//! the per-round Rust/C ratios. Then libfabric's `fi_pingpong` and the Rust
+//! pingpong example run over tcp loopback with the same provider, endpoint
+//! type, sizes and iterations.
+//!
+//! `bench pingpong ARGS` runs the Rust pingpong itself (the code of
+//! `examples/pingpong.rs`); the benchmark starts its server and client that
+//! way.
 #![deny(clippy::undocumented_unsafe_blocks)]
+
 #[path = "bench/baselines.rs"]
+// The one-shot calls serve the parity tests.
+#[allow(dead_code)]
 mod baselines;
 #[path = "bench/micro.rs"]
 mod micro;
-fn main() {
-    let q = micro::Queues::open("tcp", "127.0.0.1").unwrap();
-    for case in micro::CASES {
-        let iters = if case.kind == micro::Kind::WakeUp { 200 } else { 20000 };
-        for _ in 0..3 {
-            let c = (case.c)(&q, iters).unwrap();
-            let r = (case.rust)(&q, iters).unwrap();
-            println!("{:40} C {:10.1} Rust {:10.1} {:.3}", case.name, c, r, r / c);
+#[path = "bench/pingpong.rs"]
+mod pingpong;
+#[path = "../../examples/pingpong.rs"]
+// Only `run` is used here; `main` is the example's.
+#[allow(dead_code)]
+mod pingpong_example;
+#[path = "bench/report.rs"]
+mod report;
+
+use micro::{Kind, Queues, CASES};
+use pingpong::{Run, Tool};
+use report::{Counted, Line, SizePoint, Target};
+use std::ffi::OsString;
+use std::process::{exit, Command};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "\
+Usage:
+  bench [OPTIONS]               C baselines against the Rust safe API, then
+                                fi_pingpong against the Rust pingpong
+  bench pingpong [OPTIONS]      the Rust pingpong itself (see `bench pingpong -h`)
+
+C and Rust run alternately, round after round, on the same queues; the
+table gives medians and the median of the per-round Rust/C ratios.
+
+Options:
+  --quick               a short run (about a minute)
+  --only micro|pingpong run one part
+  --rounds N            rounds of the per-call micro-benchmarks (31; quick: 7);
+                        the wake-up ones run four times as many, shorter
+  --pingpong-rounds N   most rounds of each pingpong size (40; quick: 5); no
+                        round starts after 3 minutes of pingpong (quick: 30 s)
+  --markdown FILE       also write the results as a markdown table
+  --plot FILE.svg       also write an SVG plot of the pingpong results
+  --instructions        only count the instructions per call (per wake-up) of
+                        each micro-benchmark, C and Rust, with valgrind's
+                        callgrind; a full run prints them after the timings
+                        (they do not depend on the load of the machine)
+  -h, --help            this help
+";
+
+/// Micro-benchmark ratios must stay at or under this.
+const MICRO_TARGET: f64 = 1.02;
+/// Pingpong latency ratio at most, bandwidth ratio at least.
+const LATENCY_TARGET: f64 = 1.03;
+const BANDWIDTH_TARGET: f64 = 0.97;
+/// The pingpong sizes.
+const SIZES: [usize; 3] = [64, 4096, 65536];
+/// Wake-up cases run this many rounds per round of the per-call cases.
+const WAKE_ROUNDS_PER_ROUND: usize = 4;
+/// Pingpong rounds run whatever the time budget says.
+const MIN_PINGPONG_ROUNDS: usize = 3;
+
+struct Settings {
+    quick: bool,
+    micro: bool,
+    pingpong: bool,
+    micro_rounds: usize,
+    per_call_iters: u64,
+    wake_samples: u64,
+    pingpong_rounds: usize,
+    /// Iterations of each pingpong size.
+    pingpong_iters: [usize; 3],
+    /// No new pingpong round starts after this much time in the pingpong part
+    /// (once MIN_PINGPONG_ROUNDS are done).
+    pingpong_budget: Duration,
+    markdown: Option<String>,
+    plot: Option<String>,
+    instructions: bool,
+}
+
+impl Settings {
+    fn new(quick: bool) -> Self {
+        Settings {
+            quick,
+            micro: true,
+            pingpong: true,
+            micro_rounds: if quick { 7 } else { 31 },
+            per_call_iters: if quick { 5_000 } else { 20_000 },
+            wake_samples: 60,
+            pingpong_rounds: if quick { 5 } else { 40 },
+            pingpong_iters: if quick {
+                [1_000, 1_000, 500]
+            } else {
+                [5_000, 5_000, 2_000]
+            },
+            pingpong_budget: Duration::from_secs(if quick { 30 } else { 180 }),
+            markdown: None,
+            plot: None,
+            instructions: false,
         }
     }
+}
+
+fn parse(args: &[String]) -> Result<Option<Settings>, String> {
+    let mut s = Settings::new(args.iter().any(|a| a == "--quick"));
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--quick" => {}
+            "--instructions" => s.instructions = true,
+            "--markdown" => s.markdown = Some(value(arg)?),
+            "--plot" => s.plot = Some(value(arg)?),
+            "--rounds" | "--pingpong-rounds" => {
+                let n: usize = value(arg)?
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("{arg} needs a positive number"))?;
+                if arg == "--rounds" {
+                    s.micro_rounds = n;
+                } else {
+                    s.pingpong_rounds = n;
+                }
+            }
+            "--only" => match value(arg)?.as_str() {
+                "micro" => s.pingpong = false,
+                "pingpong" => s.micro = false,
+                other => return Err(format!("--only: {other:?} is neither micro nor pingpong")),
+            },
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(Some(s))
+}
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match args.first().and_then(|a| a.to_str()) {
+        Some("pingpong") => exit(pingpong_example::run(args.into_iter().skip(1))),
+        Some("case") => exit(run_case(&args[1..])),
+        _ => {}
+    }
+    let args: Vec<String> = match args.into_iter().map(OsString::into_string).collect() {
+        Ok(a) => a,
+        Err(a) => fail(&format!("argument {a:?} is not UTF-8")),
+    };
+    let settings = match parse(&args) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            print!("{USAGE}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("bench: {e}\n\n{USAGE}");
+            exit(2);
+        }
+    };
+    if settings.instructions {
+        match instructions(settings.quick) {
+            Ok(counted) => print!("{}", report::instructions_text(&counted)),
+            Err(e) => fail(&e),
+        }
+        return;
+    }
+    let started = Instant::now();
+    let load_before = load_average();
+    let mut lines = Vec::new();
+    let mut points = Vec::new();
+    if settings.micro {
+        lines.extend(micro_benchmarks(&settings));
+    }
+    if settings.pingpong {
+        let (pp_lines, pp_points) = pingpong_benchmarks(&settings);
+        lines.extend(pp_lines);
+        points = pp_points;
+    }
+    let context = format!(
+        "tcp provider on 127.0.0.1, libfabric {}; {}run of {:.0} s; load average {} before, {} after",
+        libfabric_version(),
+        if settings.quick { "quick " } else { "" },
+        started.elapsed().as_secs_f64(),
+        load_before,
+        load_average()
+    );
+    // Instruction counts do not depend on the load: they tell a real cost
+    // from noise when a timing misses its target.
+    let counted = if settings.micro && !settings.quick && valgrind_available() {
+        instructions(false).unwrap_or_else(|e| {
+            eprintln!("bench: instruction counts skipped: {e}");
+            Vec::new()
+        })
+    } else {
+        Vec::new()
+    };
+    println!("\n{}\n{}", context, report::text(&lines));
+    if !counted.is_empty() {
+        println!("\n{}", report::instructions_text(&counted));
+    }
+    let missed: Vec<&str> = lines
+        .iter()
+        .filter(|l| !l.met())
+        .map(|l| l.name.as_str())
+        .collect();
+    if missed.is_empty() {
+        println!("every target met");
+    } else {
+        println!("targets missed: {}", missed.join("; "));
+    }
+    if let Some(path) = &settings.markdown {
+        write(path, &report::markdown(&lines, &counted, &context));
+    }
+    if let Some(path) = &settings.plot {
+        if points.is_empty() {
+            eprintln!("bench: no pingpong results to plot");
+        } else {
+            write(path, &report::svg(&points, &context));
+        }
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("bench: {message}");
+    exit(1)
+}
+
+fn write(path: &str, text: &str) {
+    match std::fs::write(path, text) {
+        Ok(()) => eprintln!("bench: wrote {path}"),
+        Err(e) => fail(&format!("writing {path}: {e}")),
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn libfabric_version() -> String {
+    let v = libfabric::sys::runtime_version();
+    format!(
+        "{}.{}",
+        libfabric::sys::FI_MAJOR(v),
+        libfabric::sys::FI_MINOR(v)
+    )
+}
+
+fn open_queues() -> Queues {
+    Queues::open("tcp", "127.0.0.1").unwrap_or_else(|e| {
+        fail(&format!(
+            "the tcp provider is not usable on 127.0.0.1: {e} (install libfabric1 / libfabric-dev)"
+        ))
+    })
+}
+
+/// Runs every case: one warm-up run per side, then `rounds` rounds of C and
+/// Rust, alternating which goes first.
+fn micro_benchmarks(s: &Settings) -> Vec<Line> {
+    let q = open_queues();
+    let mut lines = Vec::new();
+    for case in CASES {
+        // Wake-ups: many short runs, so that C and Rust take turns often.
+        let (iters, rounds) = match case.kind {
+            Kind::PerCall => (s.per_call_iters, s.micro_rounds),
+            Kind::WakeUp => (s.wake_samples, s.micro_rounds * WAKE_ROUNDS_PER_ROUND),
+        };
+        let run = |side: &str, f: micro::RunFn| {
+            f(&q, iters).unwrap_or_else(|e| fail(&format!("{}, {side}: {e}", case.name)))
+        };
+        run("C", case.c);
+        run("Rust", case.rust);
+        let (mut c, mut rust) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            if round % 2 == 0 {
+                c.push(run("C", case.c));
+                rust.push(run("Rust", case.rust));
+            } else {
+                rust.push(run("Rust", case.rust));
+                c.push(run("C", case.c));
+            }
+        }
+        let line = Line::new(
+            case.name.into(),
+            "ns",
+            &c,
+            &rust,
+            Target::AtMost(MICRO_TARGET),
+        );
+        eprintln!(
+            "bench: {:<40} C {:>10.1} ns  Rust {:>10.1} ns  Rust/C {:.3}",
+            case.name, line.c, line.rust, line.ratio
+        );
+        lines.push(line);
+    }
+    lines
+}
+
+/// Alternates fi_pingpong and the Rust pingpong, size by size, round after
+/// round.
+fn pingpong_benchmarks(s: &Settings) -> (Vec<Line>, Vec<SizePoint>) {
+    if !pingpong::c_available() {
+        eprintln!(
+            "bench: {} not found (Debian/Ubuntu: apt-get install libfabric-bin): pingpong skipped",
+            pingpong::FI_PINGPONG
+        );
+        return (Vec::new(), Vec::new());
+    }
+    let started = Instant::now();
+    let mut usec: Vec<[Vec<f64>; 2]> = SIZES.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+    for round in 0..s.pingpong_rounds {
+        if round >= MIN_PINGPONG_ROUNDS && started.elapsed() > s.pingpong_budget {
+            eprintln!("bench: pingpong time budget used after {round} rounds");
+            break;
+        }
+        for (i, &size) in SIZES.iter().enumerate() {
+            let run = Run {
+                provider: "tcp".into(),
+                size,
+                iterations: s.pingpong_iters[i],
+                timeout: Duration::from_secs(180),
+            };
+            let order = if round % 2 == 0 {
+                [Tool::C, Tool::Rust]
+            } else {
+                [Tool::Rust, Tool::C]
+            };
+            let mut got = [f64::NAN; 2];
+            for tool in order {
+                let slot = tool as usize;
+                match pingpong::run_once(tool, &run) {
+                    Ok(u) => got[slot] = u,
+                    Err(e) => eprintln!("bench: pingpong {size} B, round {}: {e}", round + 1),
+                }
+            }
+            eprintln!(
+                "bench: pingpong {size:>6} B round {}/{}: fi_pingpong {:>8.2} us, Rust {:>8.2} us",
+                round + 1,
+                s.pingpong_rounds,
+                got[0],
+                got[1]
+            );
+            // Only complete pairs count: the ratio is taken per round.
+            if got.iter().all(|u| u.is_finite()) {
+                usec[i][0].push(got[0]);
+                usec[i][1].push(got[1]);
+            }
+        }
+    }
+    let mut lines = Vec::new();
+    let mut points = Vec::new();
+    for (i, &size) in SIZES.iter().enumerate() {
+        let [c, rust] = &usec[i];
+        if c.is_empty() {
+            eprintln!("bench: pingpong {size} B: no complete round");
+            continue;
+        }
+        // One sample per round and tool; MB/s = bytes per microsecond.
+        let rounds =
+            |v: &[f64], f: &dyn Fn(f64) -> f64| v.iter().map(|&u| vec![f(u)]).collect::<Vec<_>>();
+        let lat = Line::new(
+            format!("pingpong {size} B, latency (usec/xfer)"),
+            "us",
+            &rounds(c, &|u| u),
+            &rounds(rust, &|u| u),
+            Target::AtMost(LATENCY_TARGET),
+        );
+        let mbps = |u: f64| size as f64 / u;
+        let bw = Line::new(
+            format!("pingpong {size} B, bandwidth (MB/s)"),
+            "MB/s",
+            &rounds(c, &mbps),
+            &rounds(rust, &mbps),
+            Target::AtLeast(BANDWIDTH_TARGET),
+        );
+        points.push(SizePoint {
+            size,
+            c_usec: lat.c,
+            rust_usec: lat.rust,
+            c_mbps: bw.c,
+            rust_mbps: bw.rust,
+        });
+        lines.push(lat);
+        lines.push(bw);
+    }
+    (lines, points)
+}
+
+/// `bench case ID c|rust ITERS`: one run of one side of one case (what
+/// `--instructions` runs under callgrind).
+fn run_case(args: &[OsString]) -> i32 {
+    let args: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    let [id, side, iters] = args[..] else {
+        eprintln!("usage: bench case ID c|rust ITERS");
+        return 2;
+    };
+    let (Some(case), Ok(iters)) = (CASES.iter().find(|c| c.id == id), iters.parse()) else {
+        eprintln!("bench case: unknown case {id:?} or bad count {iters:?}");
+        return 2;
+    };
+    let q = open_queues();
+    let f = if side == "c" { case.c } else { case.rust };
+    match f(&q, iters) {
+        Ok(mut samples) => {
+            println!("{:.1} ns", report::median(&mut samples));
+            0
+        }
+        Err(e) => {
+            eprintln!("bench case: {e}");
+            1
+        }
+    }
+}
+
+/// Whether valgrind can be started.
+fn valgrind_available() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Instructions per call (or per wake-up, on the reading side) of each
+/// case, C and Rust, counted by callgrind inside the case's function only
+/// (user space; the writer thread of a wake-up case is not counted).
+fn instructions(quick: bool) -> Result<Vec<Counted>, String> {
+    let per_call_iters: u64 = if quick { 2_000 } else { 20_000 };
+    let wake_iters: u64 = if quick { 50 } else { 200 };
+    let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+    let dir = std::env::temp_dir();
+    let mut counted = Vec::new();
+    for case in CASES {
+        let iters = match case.kind {
+            Kind::PerCall => per_call_iters,
+            Kind::WakeUp => wake_iters,
+        };
+        let mut per_call = [0.0; 2];
+        for (slot, (side, function)) in [("c", case.c_id), ("rust", case.id)]
+            .into_iter()
+            .enumerate()
+        {
+            let out = dir.join(format!(
+                "bench-callgrind-{}-{}-{side}.out",
+                std::process::id(),
+                case.id
+            ));
+            let run = Command::new("valgrind")
+                .arg("--tool=callgrind")
+                .arg(format!("--callgrind-out-file={}", out.display()))
+                .arg(format!("--toggle-collect=*micro::{side}_{function}*"))
+                .arg(&exe)
+                .args(["case", case.id, side, &iters.to_string()])
+                .output()
+                .map_err(|e| format!("valgrind (apt-get install valgrind): {e}"))?;
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            let _ = std::fs::remove_file(&out);
+            if !run.status.success() {
+                return Err(format!(
+                    "valgrind on {}: {}",
+                    case.id,
+                    String::from_utf8_lossy(&run.stderr)
+                ));
+            }
+            let total: f64 = text
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("totals:")
+                        .or_else(|| l.strip_prefix("summary:"))
+                })
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .ok_or_else(|| format!("no instruction total in callgrind's output for {}", case.id))?;
+            per_call[slot] = total / iters as f64;
+        }
+        eprintln!(
+            "bench: instructions: {:<40} C {:>8.1}  Rust {:>8.1}",
+            case.name, per_call[0], per_call[1]
+        );
+        counted.push(Counted {
+            name: case.name,
+            c: per_call[0],
+            rust: per_call[1],
+        });
+    }
+    Ok(counted)
+}
 }

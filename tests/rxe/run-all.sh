@@ -28,6 +28,8 @@ sys=$(cargo test -p libfabric-sys --test verbs_calls --no-run 2>&1 | tee /dev/st
 fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee /dev/stderr | executables | grep -v '/compile_fail-' || true)
 cargo build --example asyncwatch
 asyncwatch=target/debug/examples/asyncwatch
+cargo build --example rc_pingpong
+rc_pingpong=target/debug/examples/rc_pingpong
 if [[ -z $ibv || -z $sys || -z $fab ]]; then
     say "error: some test binaries were not built (ibverbs-async: ${ibv:-none}; libfabric-sys: ${sys:-none}; libfabric: ${fab:-none})"
     echo "0 passed, 1 failed" | tee "$cache/last-summary"
@@ -38,6 +40,7 @@ manifest=$cache/manifest
     for b in $ibv $sys; do printf 'verbs\t%s\n' "$root/$b"; done
     for b in $fab; do printf 'libfabric\t%s\n' "$root/$b"; done
     printf 'asyncwatch\t%s\n' "$root/$asyncwatch"
+    printf 'rc_pingpong\t%s\n' "$root/$rc_pingpong"
 } >"$manifest"
 say "built in $((SECONDS - start)) s: $(wc -l <"$manifest") test binaries"
 

@@ -101,10 +101,12 @@ pub struct CRead {
 
 /// One C `fi_eq_read` into a buffer of [`event_buf_len`] bytes.
 pub fn eq_read(eq: &EventQueue) -> CRead {
-    let (mut event, mut fid, mut context, mut data) = (0, std::ptr::null_mut(), std::ptr::null_mut(), 0);
+    let (mut event, mut fid, mut context, mut data) =
+        (0, std::ptr::null_mut(), std::ptr::null_mut(), 0);
     // SAFETY: fi_eq_read(3) writes at most the C buffer's length; the out
     // pointers are valid locals. The borrow keeps the EQ open.
-    let ret = unsafe { ffi::bl_eq_read(eq.as_raw(), &mut event, &mut fid, &mut context, &mut data) };
+    let ret =
+        unsafe { ffi::bl_eq_read(eq.as_raw(), &mut event, &mut fid, &mut context, &mut data) };
     CRead {
         ret,
         event,
@@ -172,12 +174,23 @@ fn wake_result(ret: i64) -> Result<(), i64> {
 /// Wake-up latency in C, one sample per element of `samples`: a writer
 /// thread `fi_eq_write`s to `eq` (FD wait object, `FI_WRITE`) `gap_ns` after
 /// each acknowledgement on `ack_eq`; this thread blocks in `fi_eq_sread`.
-pub fn wake_sread(eq: &EventQueue, ack_eq: &EventQueue, gap_ns: u64, samples: &mut [u64]) -> Result<(), i64> {
+pub fn wake_sread(
+    eq: &EventQueue,
+    ack_eq: &EventQueue,
+    gap_ns: u64,
+    samples: &mut [u64],
+) -> Result<(), i64> {
     // SAFETY: fi_eq_sread/fi_eq_write(3) on two open FI_THREAD_SAFE EQs,
     // borrowed for the whole call; the C writer thread is joined before it
     // returns. samples has room for iters values.
     wake_result(unsafe {
-        ffi::bl_wake_sread(eq.as_raw(), ack_eq.as_raw(), samples.len() as u64, gap_ns, samples.as_mut_ptr())
+        ffi::bl_wake_sread(
+            eq.as_raw(),
+            ack_eq.as_raw(),
+            samples.len() as u64,
+            gap_ns,
+            samples.as_mut_ptr(),
+        )
     })
 }
 

@@ -1,0 +1,321 @@
+//! Statistics and output: the results table (text and markdown) and the SVG
+//! plot of the pingpong results.
+
+use std::fmt::Write as _;
+
+/// The median of `v` (sorted in place); NaN when empty.
+pub fn median(v: &mut [f64]) -> f64 {
+    quantile(v, 0.5)
+}
+
+/// The `q` quantile of `v` (sorted in place), linearly interpolated.
+pub fn quantile(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let pos = q * (v.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Target {
+    fn text(self) -> String {
+        match self {
+            Target::AtMost(t) => format!("<= {t:.2}"),
+            Target::AtLeast(t) => format!(">= {t:.2}"),
+        }
+    }
+
+    fn met(self, ratio: f64) -> bool {
+        match self {
+            Target::AtMost(t) => ratio <= t,
+            Target::AtLeast(t) => ratio >= t,
+        }
+    }
+}
+
+/// One line of the results: the medians of all C and all Rust samples,
+/// their ratio, and the quartiles of the per-round ratios (how noisy the
+/// rounds were).
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub name: String,
+    pub unit: &'static str,
+    pub c: f64,
+    pub rust: f64,
+    pub ratio: f64,
+    pub ratio_q1: f64,
+    pub ratio_q3: f64,
+    pub rounds: usize,
+    pub target: Target,
+}
+
+impl Line {
+    /// From the samples of each round (round i of C ran next to round i of
+    /// Rust).
+    pub fn new(
+        name: String,
+        unit: &'static str,
+        c: &[Vec<f64>],
+        rust: &[Vec<f64>],
+        target: Target,
+    ) -> Line {
+        let pooled = |rounds: &[Vec<f64>]| median(&mut rounds.concat());
+        let mut ratios: Vec<f64> = c
+            .iter()
+            .zip(rust)
+            .map(|(c, r)| median(&mut r.clone()) / median(&mut c.clone()))
+            .collect();
+        let (c, rust) = (pooled(c), pooled(rust));
+        Line {
+            name,
+            unit,
+            c,
+            rust,
+            ratio: rust / c,
+            ratio_q1: quantile(&mut ratios, 0.25),
+            ratio_q3: quantile(&mut ratios, 0.75),
+            rounds: ratios.len(),
+            target,
+        }
+    }
+
+    pub fn met(&self) -> bool {
+        self.target.met(self.ratio)
+    }
+
+    fn value(&self, v: f64) -> String {
+        match self.unit {
+            "ns" if v >= 10_000.0 => format!("{:.2} us", v / 1000.0),
+            "ns" => format!("{v:.1} ns"),
+            unit => format!("{v:.2} {unit}"),
+        }
+    }
+
+    fn verdict(&self) -> &'static str {
+        if self.met() {
+            "met"
+        } else {
+            "MISSED"
+        }
+    }
+}
+
+/// The results as a fixed-width text table.
+pub fn text(lines: &[Line]) -> String {
+    let mut out = format!(
+        "{:<42} {:>12} {:>12} {:>7} {:>15} {:>8}  {}\n",
+        "benchmark", "C", "Rust", "Rust/C", "(quartiles)", "target", "result"
+    );
+    for l in lines {
+        let _ = writeln!(
+            out,
+            "{:<42} {:>12} {:>12} {:>7.3} {:>15} {:>8}  {}",
+            l.name,
+            l.value(l.c),
+            l.value(l.rust),
+            l.ratio,
+            format!("({:.3}-{:.3})", l.ratio_q1, l.ratio_q3),
+            l.target.text(),
+            l.verdict()
+        );
+    }
+    out
+}
+
+/// Instructions per call of one micro-benchmark, C and Rust.
+#[derive(Debug, Clone)]
+pub struct Counted {
+    pub name: &'static str,
+    pub c: f64,
+    pub rust: f64,
+}
+
+/// The instruction counts as a fixed-width text table.
+pub fn instructions_text(counted: &[Counted]) -> String {
+    let mut out = format!(
+        "{:<42} {:>12} {:>12} {:>7}  (callgrind: user-space instructions per call or wake-up)\n",
+        "instructions", "C", "Rust", "Rust/C"
+    );
+    for c in counted {
+        let _ = writeln!(
+            out,
+            "{:<42} {:>12.1} {:>12.1} {:>7.3}",
+            c.name,
+            c.c,
+            c.rust,
+            c.rust / c.c
+        );
+    }
+    out
+}
+
+/// The results as a markdown document.
+pub fn markdown(lines: &[Line], counted: &[Counted], context: &str) -> String {
+    let mut out = String::from("# C vs Rust benchmarks\n\n");
+    let _ = writeln!(out, "{context}\n");
+    out.push_str(
+        "C and Rust run alternately, round after round. C and Rust are the medians of all \
+         samples, Rust/C their ratio; the quartiles are those of the per-round ratios and \
+         show how noisy the rounds were.\n\n",
+    );
+    out.push_str("| benchmark | C | Rust | Rust/C | quartiles | rounds | target | result |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---|\n");
+    for l in lines {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.3} | {:.3}-{:.3} | {} | {} | {} |",
+            l.name,
+            l.value(l.c),
+            l.value(l.rust),
+            l.ratio,
+            l.ratio_q1,
+            l.ratio_q3,
+            l.rounds,
+            l.target.text(),
+            l.verdict()
+        );
+    }
+    if !counted.is_empty() {
+        out.push_str(
+            "\nUser-space instructions per call (per wake-up on the reading side), counted \
+             by valgrind's callgrind inside each benchmark's function; they do not depend \
+             on the load of the machine.\n\n| benchmark | C | Rust | Rust/C |\n|---|---:|---:|---:|\n",
+        );
+        for c in counted {
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} | {:.1} | {:.3} |",
+                c.name,
+                c.c,
+                c.rust,
+                c.rust / c.c
+            );
+        }
+    }
+    out
+}
+
+/// The pingpong medians of one message size.
+#[derive(Debug, Clone, Copy)]
+pub struct SizePoint {
+    pub size: usize,
+    pub c_usec: f64,
+    pub rust_usec: f64,
+    pub c_mbps: f64,
+    pub rust_mbps: f64,
+}
+
+fn size_label(size: usize) -> String {
+    match size {
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
+        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
+        s => format!("{s} B"),
+    }
+}
+
+/// One panel of grouped bars: per size, C beside Rust.
+fn panel(out: &mut String, x0: f64, title: &str, unit: &str, bars: &[(String, f64, f64)]) {
+    const W: f64 = 420.0;
+    const H: f64 = 260.0;
+    const TOP: f64 = 60.0;
+    let max = bars
+        .iter()
+        .map(|b| b.1.max(b.2))
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="35" font-size="16" text-anchor="middle">{title}</text>"#,
+        x0 + W / 2.0
+    );
+    let _ = writeln!(
+        out,
+        r##"<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="#333"/>"##,
+        y = TOP + H,
+        x1 = x0 + W
+    );
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="{}" font-size="12" text-anchor="middle" transform="rotate(-90 {} {})">{unit}</text>"#,
+        x0 - 10.0,
+        TOP + H / 2.0,
+        x0 - 10.0,
+        TOP + H / 2.0
+    );
+    let group = W / bars.len().max(1) as f64;
+    for (i, (label, c, rust)) in bars.iter().enumerate() {
+        let gx = x0 + group * i as f64;
+        for (j, (value, color)) in [(c, "#8c8c8c"), (rust, "#d2691e")].into_iter().enumerate() {
+            let h = value / max * H;
+            let x = gx + group * (0.15 + 0.35 * j as f64);
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{color}"/>"#,
+                TOP + H - h,
+                group * 0.33
+            );
+            let _ = writeln!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle">{value:.1}</text>"#,
+                x + group * 0.165,
+                TOP + H - h - 4.0
+            );
+        }
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{}" font-size="13" text-anchor="middle">{label}</text>"#,
+            gx + group / 2.0,
+            TOP + H + 20.0
+        );
+    }
+}
+
+/// An SVG with two panels: latency and bandwidth against message size, C
+/// (fi_pingpong) beside Rust.
+pub fn svg(points: &[SizePoint], context: &str) -> String {
+    let mut out = String::from(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="400" font-family="sans-serif">
+<rect width="1000" height="400" fill="white"/>
+"#,
+    );
+    let lat: Vec<_> = points
+        .iter()
+        .map(|p| (size_label(p.size), p.c_usec, p.rust_usec))
+        .collect();
+    let bw: Vec<_> = points
+        .iter()
+        .map(|p| (size_label(p.size), p.c_mbps, p.rust_mbps))
+        .collect();
+    panel(
+        &mut out,
+        60.0,
+        "Latency (usec/xfer, lower is better)",
+        "usec",
+        &lat,
+    );
+    panel(
+        &mut out,
+        560.0,
+        "Bandwidth (MB/s, higher is better)",
+        "MB/s",
+        &bw,
+    );
+    let _ = writeln!(
+        out,
+        r##"<rect x="380" y="352" width="14" height="14" fill="#8c8c8c"/><text x="400" y="364" font-size="13">C (fi_pingpong)</text>
+<rect x="520" y="352" width="14" height="14" fill="#d2691e"/><text x="540" y="364" font-size="13">Rust (pingpong example)</text>
+<text x="500" y="390" font-size="11" text-anchor="middle">{}</text>"##,
+        context.replace('&', "&amp;").replace('<', "&lt;")
+    );
+    out.push_str("</svg>\n");
+    out
+}

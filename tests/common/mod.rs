@@ -1,0 +1,349 @@
+//! Shared setup for the load, fault and panic tests: the tcp provider over
+//! 127.0.0.1, connection helpers that drive progress while they wait, counts
+//! that can be lowered through the environment, and a bitmap that proves
+//! each numbered item arrived exactly once.
+#![allow(dead_code)]
+
+use libfabric::cq::{CqAttr, CqError, Format, Read as CqRead};
+use libfabric::ep::CqBind;
+use libfabric::eq::{EqAttr, ErrDataBuf, Event, EventBuf, Read};
+use libfabric::info::{Caps, EpType};
+use libfabric::wait::WaitObj;
+use libfabric::{
+    getinfo, BufferPool, CompletionQueue, Domain, Endpoint, Errno, EventQueue, Fabric, Hints, Info,
+    PassiveEndpoint,
+};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The provider every test here runs on.
+pub const PROVIDER: &str = "tcp";
+/// The address every test here listens on.
+pub const NODE: &str = "127.0.0.1";
+
+/// A count from the environment variable `name`, or `default`. Lets the
+/// valgrind run use small numbers.
+pub fn count(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .replace('_', "")
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}={v:?} is not a count: {e}")),
+        Err(_) => default,
+    }
+}
+
+/// Hints for connected message endpoints of the tcp provider.
+pub fn msg_hints() -> Hints {
+    Hints::new()
+        .expect("fi_allocinfo")
+        .provider(PROVIDER)
+        .expect("provider name")
+        .ep_type(EpType::Msg)
+        .caps(Caps::MSG)
+}
+
+/// The first match of `hints`; fails with what to install when the tcp
+/// provider is missing.
+pub fn info_for(hints: &Hints) -> Info {
+    let list = getinfo(hints).unwrap_or_else(|e| {
+        panic!(
+            "the libfabric tcp provider on {NODE} is not usable here: {e}. Install libfabric1 \
+             (Debian: apt-get install libfabric1 libfabric-bin; `fi_info -p tcp` must list it)"
+        )
+    });
+    list.into_iter()
+        .next()
+        .expect("fi_getinfo returned an empty list")
+}
+
+/// A fabric on 127.0.0.1 and the `fi_info` it came from.
+pub fn fabric() -> (Fabric, Info) {
+    let info = info_for(&msg_hints().node(NODE).expect("node"));
+    (Fabric::open(&info).expect("fi_fabric"), info)
+}
+
+/// An event queue with a wait fd, large enough for bursts of
+/// connection events.
+pub fn fd_eq(fabric: &Fabric) -> EventQueue {
+    EventQueue::open(fabric, &EqAttr::new().size(1024).wait(WaitObj::Fd)).expect("fi_eq_open")
+}
+
+/// A passive endpoint listening on an ephemeral port of 127.0.0.1, with
+/// its event queue.
+pub fn listener(fabric: &Fabric) -> (PassiveEndpoint, EventQueue) {
+    let info = info_for(
+        &msg_hints()
+            .node(NODE)
+            .expect("node")
+            .service("0")
+            .expect("service")
+            .source(true),
+    );
+    let pep = PassiveEndpoint::open(fabric, &info).expect("fi_passive_ep");
+    let eq = fd_eq(fabric);
+    pep.bind_eq(&eq).expect("fi_pep_bind");
+    pep.listen().expect("fi_listen");
+    (pep, eq)
+}
+
+/// The `fi_info` of an active endpoint that connects to `addr`.
+pub fn client_info(addr: SocketAddr) -> Info {
+    info_for(
+        &msg_hints()
+            .node(&addr.ip().to_string())
+            .expect("node")
+            .service(&addr.port().to_string())
+            .expect("service"),
+    )
+}
+
+/// An event copied out of its buffer.
+#[derive(Debug)]
+pub enum Ev {
+    /// `FI_CONNREQ` with its owned `fi_info` and connection data.
+    ConnReq { info: Info, data: Vec<u8> },
+    /// `FI_CONNECTED` on the endpoint `fid`, with the peer's data.
+    Connected {
+        fid: libfabric::eq::Fid,
+        data: Vec<u8>,
+    },
+    /// `FI_SHUTDOWN` on the endpoint `fid`.
+    Shutdown { fid: libfabric::eq::Fid },
+    /// An error entry.
+    Error {
+        fid: libfabric::eq::Fid,
+        err: Errno,
+        data: Vec<u8>,
+    },
+    /// Anything else, described.
+    Other(String),
+}
+
+/// One event of `eq`, copied out, or `None` when it is empty.
+pub fn try_event(eq: &EventQueue, buf: &mut EventBuf) -> Option<Ev> {
+    match eq.read(buf).expect("fi_eq_read") {
+        Read::Empty | Read::TimedOut => None,
+        Read::ErrorPending => {
+            let mut errbuf = ErrDataBuf::new();
+            let e = eq
+                .read_err(&mut errbuf)
+                .expect("fi_eq_readerr")
+                .expect("an error entry after -FI_EAVAIL");
+            Some(Ev::Error {
+                fid: e.fid,
+                err: e.err,
+                data: e.err_data.to_vec(),
+            })
+        }
+        Read::Event(Event::ConnReq(c)) => Some(Ev::ConnReq {
+            info: c.info.expect("a CONNREQ that was read owns its fi_info"),
+            data: c.data.to_vec(),
+        }),
+        Read::Event(Event::Connected(c)) => Some(Ev::Connected {
+            fid: c.fid,
+            data: c.data.to_vec(),
+        }),
+        Read::Event(Event::Shutdown(c)) => Some(Ev::Shutdown { fid: c.fid }),
+        Read::Event(other) => Some(Ev::Other(format!("{other:?}"))),
+    }
+}
+
+/// Reads `eq` until an event arrives, peeking `others` meanwhile: the tcp
+/// provider moves connections forward only while their queues are read.
+pub fn next_event(eq: &EventQueue, others: &[&EventQueue], timeout: Duration) -> Ev {
+    let deadline = Instant::now() + timeout;
+    let mut buf = EventBuf::new();
+    loop {
+        if let Some(ev) = try_event(eq, &mut buf) {
+            return ev;
+        }
+        for o in others {
+            let _ = o.peek(&mut buf);
+        }
+        assert!(Instant::now() < deadline, "no event within {timeout:?}");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// A connected pair of message endpoints on one fabric: each side with its
+/// own domain, event queue, completion queue (format `F`) and pool.
+pub struct Pair<F: Format> {
+    pub fabric: Fabric,
+    pub pep: PassiveEndpoint,
+    pub server_eq: EventQueue,
+    pub client_eq: EventQueue,
+    pub server_domain: Domain,
+    pub client_domain: Domain,
+    pub server: Endpoint,
+    pub client: Endpoint,
+    pub server_cq: CompletionQueue<F>,
+    pub client_cq: CompletionQueue<F>,
+    pub server_pool: BufferPool,
+    pub client_pool: BufferPool,
+}
+
+/// Connects a pair; each pool has `slots` buffers of `slot_size` bytes.
+pub fn connect_pair<F: Format>(cq_attr: CqAttr, slots: usize, slot_size: usize) -> Pair<F> {
+    let (fabric, _) = fabric();
+    let (pep, server_eq) = listener(&fabric);
+    let addr = pep.local_addr().expect("listener address");
+    let cinfo = client_info(addr);
+    let client_domain = Domain::open(&fabric, &cinfo).expect("fi_domain (client)");
+    let client_eq = fd_eq(&fabric);
+    let client_cq = CompletionQueue::<F>::open(&client_domain, &cq_attr).expect("fi_cq_open");
+    let client = Endpoint::open(&client_domain, &cinfo).expect("fi_endpoint (client)");
+    client.bind_eq(&client_eq).expect("bind eq");
+    client
+        .bind_cq(&client_cq, CqBind::TRANSMIT | CqBind::RECV)
+        .expect("bind cq");
+    client.enable().expect("fi_enable");
+    client.connect(b"hello").expect("fi_connect");
+
+    let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
+    let Ev::ConnReq { info, .. } = ev else {
+        panic!("expected FI_CONNREQ on the server, got {ev:?}")
+    };
+    let server_domain = Domain::open(&fabric, &info).expect("fi_domain (server)");
+    let server_cq = CompletionQueue::<F>::open(&server_domain, &cq_attr).expect("fi_cq_open");
+    let server = Endpoint::open(&server_domain, &info).expect("fi_endpoint (server)");
+    server.bind_eq(&server_eq).expect("bind eq");
+    server
+        .bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)
+        .expect("bind cq");
+    server.enable().expect("fi_enable");
+    server.accept(b"welcome").expect("fi_accept");
+    drop(info);
+    let ev = next_event(&client_eq, &[&server_eq], Duration::from_secs(10));
+    assert!(
+        matches!(ev, Ev::Connected { .. }),
+        "expected FI_CONNECTED on the client, got {ev:?}"
+    );
+    let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
+    assert!(
+        matches!(ev, Ev::Connected { .. }),
+        "expected FI_CONNECTED on the server, got {ev:?}"
+    );
+    Pair {
+        server_pool: BufferPool::new(&server_domain, slots, slot_size).expect("server pool"),
+        client_pool: BufferPool::new(&client_domain, slots, slot_size).expect("client pool"),
+        fabric,
+        pep,
+        server_eq,
+        client_eq,
+        server_domain,
+        client_domain,
+        server,
+        client,
+        server_cq,
+        client_cq,
+    }
+}
+
+/// Reads `cq` until `expected` error completions of flushed operations
+/// have handed their buffers back to `pool` (dropped, so the slots are
+/// free again). Successful completions found meanwhile are reclaimed too and
+/// counted in the result's second member.
+pub fn reclaim_flushed<F: Format>(
+    cq: &CompletionQueue<F>,
+    pool: &BufferPool,
+    expected: usize,
+    timeout: Duration,
+) -> (usize, usize) {
+    let deadline = Instant::now() + timeout;
+    let mut entries: Vec<F::Entry> = (0..16).map(|_| F::Entry::default()).collect();
+    let mut errbuf = ErrDataBuf::new();
+    let (mut flushed, mut completed) = (0, 0);
+    while flushed + completed < expected {
+        match cq.read(&mut entries).expect("fi_cq_read") {
+            CqRead::Completions(done) => {
+                for e in done {
+                    if pool.reclaim(e).is_some() {
+                        completed += 1;
+                    }
+                }
+            }
+            CqRead::ErrorPending => {
+                let mut err: CqError<'_> = cq
+                    .read_err(&mut errbuf)
+                    .expect("fi_cq_readerr")
+                    .expect("an error entry after -FI_EAVAIL");
+                assert!(
+                    matches!(
+                        err.err,
+                        Errno::Canceled | Errno::NotConn | Errno::ConnReset | Errno::Shutdown
+                    ),
+                    "a flushed operation fails with ECANCELED, ENOTCONN or ECONNRESET: {err:?}"
+                );
+                if pool.reclaim_err(&mut err).is_some() {
+                    flushed += 1;
+                }
+            }
+            _ => {
+                assert!(
+                    Instant::now() < deadline,
+                    "only {flushed} flushed and {completed} completed of {expected} operations \
+                     came back within {timeout:?}"
+                );
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+    (flushed, completed)
+}
+
+/// Takes every slot of `pool`, proving none is lost, and gives them back.
+pub fn assert_pool_whole(pool: &BufferPool, slots: usize) {
+    let taken: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+    assert_eq!(
+        taken.len(),
+        slots,
+        "every buffer of the pool is back and can be taken again"
+    );
+}
+
+/// One bit per numbered item: marking an item twice is reported.
+pub struct Seen {
+    words: Vec<AtomicU64>,
+    len: u64,
+}
+
+impl Seen {
+    pub fn new(len: u64) -> Self {
+        Seen {
+            words: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            len,
+        }
+    }
+
+    /// Marks item `i`; false if it was marked already (a duplicate) or out
+    /// of range.
+    pub fn mark(&self, i: u64) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        let bit = 1u64 << (i % 64);
+        self.words[(i / 64) as usize].fetch_or(bit, Ordering::Relaxed) & bit == 0
+    }
+
+    /// How many items are marked.
+    pub fn count(&self) -> u64 {
+        self.words
+            .iter()
+            .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+            .sum()
+    }
+
+    /// The first unmarked item, if any.
+    pub fn first_missing(&self) -> Option<u64> {
+        (0..self.len)
+            .find(|&i| self.words[(i / 64) as usize].load(Ordering::Relaxed) & (1 << (i % 64)) == 0)
+    }
+}
+
+/// Completions per second, for the reports.
+pub fn rate(n: u64, elapsed: Duration) -> f64 {
+    n as f64 / elapsed.as_secs_f64().max(1e-9)
+}

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Runs the host test binaries under valgrind's memcheck and fails on any
+# memory error or definitely/indirectly lost block:
+#   - every test binary of the libfabric crate (all features; the
+#     compile-fail suite is left out: it runs the compiler, not our code);
+#   - the root package's panics, faults and load tests, with small counts;
+#   - the pingpong example, in each completion mode, with few iterations.
+# One line per binary, then "N passed, N failed"; the exit status is 0 only
+# if every binary passed. Logs go to target/valgrind/ (VALGRIND_LOG_DIR).
+#
+# Usage: tests/valgrind/run.sh
+# The counts of the root tests can be changed through LOAD_EQ_EVENTS,
+# LOAD_CQ_COMPLETIONS, FAULTS_CONNECTIONS and FAULTS_KILL_AFTER.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+SUPP=tests/valgrind/libfabric.supp
+LOG_DIR=${VALGRIND_LOG_DIR:-target/valgrind}
+PER_BINARY_TIMEOUT=${VALGRIND_TIMEOUT:-600}
+
+say() { printf '==> %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+if ! command -v valgrind >/dev/null; then
+    if ! command -v apt-get >/dev/null; then
+        echo "error: valgrind is not installed and there is no apt-get to install it" >&2
+        exit 1
+    fi
+    say "installing valgrind"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+fi
+if [ -f "$HOME/.cargo/env" ] && ! command -v cargo >/dev/null; then
+    # shellcheck disable=SC1091
+    . "$HOME/.cargo/env"
+fi
+command -v cargo >/dev/null || { echo "error: cargo was not found (https://rustup.rs)" >&2; exit 1; }
+
+mkdir -p "$LOG_DIR"
+start_all=$SECONDS
+
+# Prints "name<TAB>executable" for each artifact cargo built, from its JSON
+# messages on stdin. $1: the artifact kind to keep (test or example).
+executables() {
+    local kind=$1 line name exe profile
+    while IFS= read -r line; do
+        case $line in
+        *'"reason":"compiler-artifact"'*'"executable":"'*) ;;
+        *) continue ;;
+        esac
+        profile=${line#*\"profile\":\{}
+        profile=${profile%%\}*}
+        case $kind in
+        # Test harnesses: the profile says "test" (the target's own "test"
+        # flag only says whether `cargo test` would build it).
+        test) case $profile in *'"test":true'*) ;; *) continue ;; esac ;;
+        example) case $line in *'"kind":["example"]'*) ;; *) continue ;; esac ;;
+        esac
+        name=${line#*\"target\":\{}
+        name=${name#*\"name\":\"}
+        name=${name%%\"*}
+        exe=${line##*\"executable\":\"}
+        exe=${exe%%\"*}
+        printf '%s\t%s\n' "$name" "$exe"
+    done
+}
+
+say "building the libfabric test binaries"
+LIB_BINS=$(cargo test -p libfabric --all-features --no-run --message-format=json-render-diagnostics |
+    executables test)
+say "building the root package's panics, faults and load tests"
+ROOT_BINS=$(cargo test -p rdma-events-suite --test panics --test faults --test load --no-run \
+    --message-format=json-render-diagnostics | executables test)
+say "building the pingpong example"
+if PINGPONG=$(cargo build --example pingpong --message-format=json-render-diagnostics 2>"$LOG_DIR/pingpong.build.log" |
+    executables example | cut -f2) && [ -n "$PINGPONG" ]; then
+    :
+else
+    PINGPONG=
+    say "pingpong: the example does not build (see $LOG_DIR/pingpong.build.log); left out"
+fi
+
+PASSED=0
+FAILED=0
+FAILED_NAMES=()
+
+# run_one NAME COMMAND...: runs COMMAND under memcheck, prints one line.
+run_one() {
+    local name=$1
+    shift
+    local out="$LOG_DIR/$name.out" vg="$LOG_DIR/$name.vg.log" start=$SECONDS rc=0
+    timeout "$PER_BINARY_TIMEOUT" valgrind --tool=memcheck --error-exitcode=99 \
+        --leak-check=full --errors-for-leak-kinds=definite,indirect \
+        --show-leak-kinds=definite,indirect --suppressions="$SUPP" \
+        --num-callers=40 --log-file="$vg" "$@" >"$out" 2>&1 || rc=$?
+    local took=$((SECONDS - start))
+    local tests errors lost
+    tests=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 passed, \2 failed/p' "$out" | tail -1)
+    errors=$(sed -n 's/^==[0-9]*== ERROR SUMMARY: \([0-9]*\) errors.*/\1/p' "$vg" | tail -1)
+    lost=$(sed -n 's/^==[0-9]*==    \(definitely\|indirectly\) lost: \(.*\)/\1 lost: \2/p' "$vg" | paste -sd';' -)
+    if [ "$rc" -eq 0 ]; then
+        PASSED=$((PASSED + 1))
+        printf 'PASS %-24s %s; %s valgrind errors; %s s\n' "$name" "${tests:-ran}" "${errors:-0}" "$took"
+        return
+    fi
+    FAILED=$((FAILED + 1))
+    FAILED_NAMES+=("$name")
+    local why
+    case $rc in
+    99) why="$errors valgrind error(s) (${lost:-no leaks})" ;;
+    124) why="timed out after $PER_BINARY_TIMEOUT s" ;;
+    *) why="exit status $rc${tests:+ (tests: $tests)}" ;;
+    esac
+    printf 'FAIL %-24s %s; %s s; logs %s, %s\n' "$name" "$why" "$took" "$out" "$vg"
+    # The first error valgrind reported, for a quick look.
+    awk '/^==[0-9]+== ([0-9,]+ bytes in .* lost in loss record|Invalid|Conditional jump|Use of uninitialised|Mismatched|Syscall param|Source and destination overlap)/ {p=1}
+         p && /^==[0-9]+== $/ {exit}
+         p {print "     " $0}' "$vg" | head -25
+}
+
+say "running under valgrind (suppressions: $SUPP, logs: $LOG_DIR)"
+while IFS=$'\t' read -r name exe; do
+    [ -n "$name" ] || continue
+    [ "$name" = compile_fail ] && continue
+    # The library's own unit tests are named after the crate.
+    [ "$name" = libfabric ] && name=unit
+    run_one "libfabric-$name" "$exe" --test-threads=1
+done <<<"$LIB_BINS"
+
+export LOAD_EQ_EVENTS=${LOAD_EQ_EVENTS:-20000}
+export LOAD_CQ_COMPLETIONS=${LOAD_CQ_COMPLETIONS:-5000}
+export FAULTS_CONNECTIONS=${FAULTS_CONNECTIONS:-30}
+export FAULTS_KILL_AFTER=${FAULTS_KILL_AFTER:-2000}
+while IFS=$'\t' read -r name exe; do
+    [ -n "$name" ] || continue
+    run_one "$name" "$exe" --test-threads=1
+done <<<"$ROOT_BINS"
+
+if [ -n "$PINGPONG" ]; then
+    for mode in spin sread fd tokio; do
+        run_one "pingpong-$mode" "$PINGPONG" -I 20 -S 64,4096 -v -c "$mode"
+    done
+    run_one "pingpong-rdm" "$PINGPONG" -e rdm -I 20 -S 64 -v
+fi
+
+say "valgrind run took $((SECONDS - start_all)) s"
+[ "$FAILED" -eq 0 ] || say "failed: ${FAILED_NAMES[*]}"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
