@@ -481,7 +481,9 @@ fn instructions(quick: bool) -> Result<Vec<Counted>, String> {
                         .or_else(|| l.strip_prefix("summary:"))
                 })
                 .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .ok_or_else(|| format!("no instruction total in callgrind's output for {}", case.id))?;
+                .ok_or_else(|| {
+                    format!("no instruction total in callgrind's output for {}", case.id)
+                })?;
             per_call[slot] = total / iters as f64;
         }
         eprintln!(
@@ -495,5 +497,4 @@ fn instructions(quick: bool) -> Result<Vec<Counted>, String> {
         });
     }
     Ok(counted)
-}
 }
