@@ -215,12 +215,12 @@ fn pair() -> Pair {
     client.enable().unwrap();
     client.connect(&[]).unwrap();
     let request = wait_event(&server_eq, &client_eq, |ev| match ev {
-        Event::ConnReq(req) => req.info,
+        Event::ConnReq(req) => req.request,
         _ => None,
     });
-    assert!(socket_addr(request.dest_addr()).is_some());
+    assert!(socket_addr(request.info().dest_addr()).is_some());
     let server_cq = fd_cq(&domain);
-    let server = Endpoint::open(&domain, &request).unwrap();
+    let server = Endpoint::from_request(&domain, request).unwrap();
     server.bind_eq(&server_eq).unwrap();
     server
         .bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)

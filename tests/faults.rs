@@ -173,11 +173,11 @@ fn accept_one(
 ) -> Server {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut buf = EventBuf::new();
-    let info = loop {
+    let request = loop {
         match try_event(eq, &mut buf) {
-            Some(Ev::ConnReq { info, data }) => {
+            Some(Ev::ConnReq { request, data }) => {
                 assert_eq!(data, expect_data, "{what}: request data");
-                break info;
+                break request;
             }
             Some(other) => panic!("{what}: expected FI_CONNREQ, got {other:?}"),
             None => {}
@@ -189,16 +189,15 @@ fn accept_one(
         );
         std::thread::sleep(Duration::from_micros(200));
     };
-    let domain = Domain::open(fabric, &info).expect("fi_domain (server)");
+    let domain = Domain::open(fabric, request.info()).expect("fi_domain (server)");
     let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(256).wait(WaitObj::Fd))
         .expect("fi_cq_open");
-    let ep = Endpoint::open(&domain, &info).expect("fi_endpoint (server)");
+    let ep = Endpoint::from_request(&domain, request).expect("fi_endpoint (server)");
     ep.bind_eq(eq).expect("bind eq");
     ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV)
         .expect("bind cq");
     ep.enable().expect("fi_enable");
     ep.accept(b"accepted").expect("fi_accept");
-    drop(info);
     loop {
         match try_event(eq, &mut buf) {
             Some(Ev::Connected { fid, .. }) => {
@@ -637,7 +636,7 @@ fn a_burst_of_connections_with_every_third_rejected_gives_exactly_the_expected_e
         while let Some(ev) = try_event(&server_eq, &mut sbuf) {
             idle = false;
             match ev {
-                Ev::ConnReq { info, data } => {
+                Ev::ConnReq { request, data } => {
                     let i = cm.number(&data);
                     assert_eq!(data, cm.request(i), "request {i}: its data arrived intact");
                     assert!(requests.insert(i), "a second FI_CONNREQ for request {i}");
@@ -645,16 +644,16 @@ fn a_burst_of_connections_with_every_third_rejected_gives_exactly_the_expected_e
                     if rejected(i) {
                         let reject = cm.reject(i);
                         sizes_rej.insert(reject.len());
-                        pep.reject(&info, &reject).expect("fi_reject");
+                        request.reject(&reject).expect("fi_reject");
                     } else {
                         let d = sdomain.get_or_insert_with(|| {
-                            Domain::open(&fabric, &info).expect("fi_domain (server)")
+                            Domain::open(&fabric, request.info()).expect("fi_domain (server)")
                         });
                         let cq = scq.get_or_insert_with(|| {
                             CompletionQueue::<Msg>::open(d, &CqAttr::new().size(256))
                                 .expect("fi_cq_open (server)")
                         });
-                        let ep = Endpoint::open(d, &info).expect("fi_endpoint (server)");
+                        let ep = Endpoint::from_request(d, request).expect("fi_endpoint (server)");
                         ep.bind_eq(&server_eq).expect("bind eq");
                         ep.bind_cq(cq, CqBind::TRANSMIT | CqBind::RECV)
                             .expect("bind cq");

@@ -11,6 +11,7 @@ use libfabric::ep::{socket_addr, CqBind};
 use libfabric::eq::{EqAttr, ErrDataBuf, Event, EventBuf, Read};
 use libfabric::info::{Caps, EpType, Info, InfoEntry};
 use libfabric::wait::WaitObj;
+use libfabric::ConnRequest;
 use libfabric::{
     getinfo, AddressVector, BufferPool, CompletionQueue, Domain, Endpoint, Errno, EventQueue,
     Fabric, Hints, PassiveEndpoint,
@@ -124,6 +125,8 @@ struct Parts<'a> {
     pep: Option<PassiveEndpoint>,
     peer_name: String,
     log: &'a Arc<EventLog>,
+    /// The connection request to accept (the server of MSG endpoints).
+    request: Option<ConnRequest>,
 }
 
 /// Opens the domain, CQs, (AV,) endpoint and control buffer, binds and
@@ -131,7 +134,10 @@ struct Parts<'a> {
 fn link(p: Parts<'_>, mode: Mode) -> Res<Link> {
     let domain = Domain::open(p.fabric, p.info)?;
     let (tx_cq, rx_cq) = open_cqs(&domain, p.info, mode)?;
-    let ep = Endpoint::open(&domain, p.info)?;
+    let ep = match p.request {
+        Some(request) => Endpoint::from_request(&domain, request)?,
+        None => Endpoint::open(&domain, p.info)?,
+    };
     let av = if p.info.ep_type() == EpType::Rdm {
         let av = AddressVector::open(&domain, AvType::Map, 4)?;
         ep.bind_av(&av)?;
@@ -170,7 +176,7 @@ fn fd_eq(fabric: &Fabric) -> Res<EventQueue> {
 
 /// A connection-management event, copied out of the event buffer.
 pub enum Cm {
-    ConnReq(Info),
+    ConnReq(ConnRequest),
     Connected,
     Shutdown,
     Refused(Errno, String),
@@ -191,8 +197,8 @@ pub fn next_cm(
     loop {
         match eq.sread(&mut buf, Some(EQ_SLICE))? {
             Read::Event(Event::ConnReq(req)) => {
-                let info = req.info.ok_or("FI_CONNREQ without its fi_info")?;
-                let from = socket_addr(info.dest_addr())
+                let request = req.request.ok_or("FI_CONNREQ without its request")?;
+                let from = socket_addr(request.info().dest_addr())
                     .map(|a| format!(" from {a}"))
                     .unwrap_or_default();
                 log.record(
@@ -203,7 +209,7 @@ pub fn next_cm(
                         String::from_utf8_lossy(req.data)
                     ),
                 );
-                return Ok(Some(Cm::ConnReq(info)));
+                return Ok(Some(Cm::ConnReq(request)));
             }
             Read::Event(Event::Connected(c)) => {
                 let data = c
@@ -285,6 +291,7 @@ pub fn listen(
                 pep: None,
                 peer_name: "the client".into(),
                 log,
+                request: None,
             };
             let link = link(parts, opts.mode)?;
             let name = link.ep.name()?;
@@ -310,15 +317,18 @@ pub fn accept(listener: Listener, opts: &Options) -> Res<Link> {
             log,
         } => (fabric, pep, eq, log),
     };
-    let info = loop {
+    let request = loop {
         match next_cm(&eq, "server", &log, None, &|| {})? {
-            Some(Cm::ConnReq(info)) => break info,
+            Some(Cm::ConnReq(request)) => break request,
             Some(Cm::Refused(err, text)) => {
                 return Err(format!("a connection request failed: {err} ({text})").into())
             }
             _ => {}
         }
     };
+    // The request's fi_info describes the domain to open; the request itself
+    // is consumed by the endpoint that accepts it.
+    let info = request.info().to_owned_info()?;
     let peer_name = socket_addr(info.dest_addr()).map_or("the client".into(), |a| a.to_string());
     let parts = Parts {
         side: "server",
@@ -328,6 +338,7 @@ pub fn accept(listener: Listener, opts: &Options) -> Res<Link> {
         pep: Some(pep),
         peer_name,
         log: &log,
+        request: Some(request),
     };
     let link = link(parts, opts.mode)?;
     // The client's first message lands here; posted before accepting, as
@@ -362,6 +373,7 @@ pub fn connect(opts: &Options, host: &str, port: u16, log: &Arc<EventLog>) -> Re
         pep: None,
         peer_name,
         log,
+        request: None,
     };
     let mut link = link(parts, opts.mode)?;
     let Some(eq) = eq else {

@@ -465,6 +465,51 @@ impl fmt::Debug for CqError<'_> {
     }
 }
 
+/// Closing a CQ first drains it: completions of operations whose buffers
+/// were never reclaimed (for example receives flushed when their endpoint
+/// closed) hand those buffers back to their pools.
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}
+
+impl CqInner {
+    /// Hands back the buffers of every completion still queued. Only while
+    /// the queue is open.
+    fn drain(&mut self) {
+        if !self.fid.is_open() {
+            return;
+        }
+        // Room for one entry of any format; op_context is the first member
+        // of every one (fi_cq(3)).
+        let mut entry = [0u64; 8];
+        let mut errbuf = ErrDataBuf::with_capacity(256);
+        for _ in 0..(1 << 20) {
+            // SAFETY: fi_cq_read(3) writes at most one entry (<= 64 bytes,
+            // the tagged format's 48 being the largest) into entry.
+            let ret = unsafe { sys::fi_cq_read(self.fid.as_ptr(), entry.as_mut_ptr().cast(), 1) };
+            if ret > 0 {
+                crate::buffer::release_unreclaimed(entry[0] as *mut c_void);
+            } else if ret == EAVAIL {
+                let (data, size) = errbuf.raw_parts();
+                let mut err = sys::fi_cq_err_entry {
+                    err_data: data,
+                    err_data_size: size,
+                    ..Default::default()
+                };
+                // SAFETY: as in read_err.
+                if unsafe { sys::fi_cq_readerr(self.fid.as_ptr(), &mut err, 0) } < 0 {
+                    break;
+                }
+                crate::buffer::release_unreclaimed(err.op_context);
+            } else {
+                break;
+            }
+        }
+    }
+}
+
 pub(crate) struct CqInner {
     pub(crate) fid: OwnedFid<sys::fid_cq>,
     pub(crate) domain: Arc<DomainInner>,
@@ -588,6 +633,7 @@ impl<F: Format> CompletionQueue<F> {
     #[inline]
     pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> isize {
         let count = buf.len().min(F::MAX_BATCH);
+        release_overwritten(&mut buf[..count]);
         // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
         // format into buf, whose element type is that format's struct.
         unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) }
@@ -603,6 +649,7 @@ impl<F: Format> CompletionQueue<F> {
         addrs: &mut [Addr],
     ) -> Result<Read<'b, F::Entry>> {
         let count = buf.len().min(addrs.len()).min(F::MAX_BATCH);
+        release_overwritten(&mut buf[..count]);
         // SAFETY: as read; src_addr receives count fi_addr_t values (Addr is
         // a transparent u64).
         let ret = unsafe {
@@ -687,6 +734,7 @@ impl<F: Format> CompletionQueue<F> {
         let ret = match addrs {
             None => {
                 let count = buf.len().min(F::MAX_BATCH);
+                release_overwritten(&mut buf[..count]);
                 // SAFETY: as read; cond is NULL or points to a size_t
                 // threshold for FI_CQ_COND_THRESHOLD queues (fi_cq(3)).
                 unsafe {
@@ -701,6 +749,7 @@ impl<F: Format> CompletionQueue<F> {
             }
             Some(addrs) => {
                 let count = buf.len().min(addrs.len()).min(F::MAX_BATCH);
+                release_overwritten(&mut buf[..count]);
                 // SAFETY: as read_from.
                 unsafe {
                     sys::fi_cq_sreadfrom(
@@ -798,7 +847,22 @@ impl<F: Format> CompletionQueue<F> {
     /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or
     /// other handles exist.
     pub fn close(self) -> Result<()> {
-        close_last(self.inner, "completion queue", |i| i.fid.close())
+        close_last(self.inner, "completion queue", |i| {
+            i.drain();
+            i.fid.close()
+        })
+    }
+}
+
+/// Completions still in `buf` that were neither reclaimed nor dropped are
+/// about to be overwritten by a read: hand their buffers back first, as
+/// dropping them would. One null check per entry when all were reclaimed.
+#[inline]
+fn release_overwritten<E: CompletionEntry>(buf: &mut [E]) {
+    for entry in buf {
+        if entry.context() != 0 {
+            crate::buffer::release_unreclaimed(entry.take_context());
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::av::{AddressVector, AvInner};
 use crate::buffer::Buffer;
+use crate::connreq::{ConnRequest, RequestError};
 use crate::cq::{Addr, CompletionQueue, CqInner, Format};
 use crate::domain::{Domain, DomainInner};
 use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
@@ -12,7 +13,6 @@ use crate::fid::{close_last, OwnedFid};
 use crate::info::{Info, InfoEntry};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
-use std::ffi::c_void;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::ptr;
@@ -113,7 +113,7 @@ fn cm_data_size(fid: *mut sys::fid) -> Option<usize> {
     (ret == 0).then_some(size)
 }
 
-fn check_cm_data(fid: *mut sys::fid, data: &[u8]) -> Result<()> {
+pub(crate) fn check_cm_data(fid: *mut sys::fid, data: &[u8]) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
@@ -206,7 +206,35 @@ impl Endpoint {
     /// `getinfo`, or the `info` of a connection request to accept).
     #[doc(alias = "fi_endpoint")]
     pub fn open(domain: &Domain, info: &InfoEntry) -> Result<Self> {
-        let info = info.to_owned_info()?;
+        // SAFETY: as_raw is a valid fi_info.
+        if !unsafe { (*info.as_raw()).handle }.is_null() {
+            return Err(Error::InvalidArgument(
+                "this fi_info carries a connection request's handle: open the endpoint with \
+                 Endpoint::from_request, which consumes the request"
+                    .into(),
+            ));
+        }
+        Self::open_owned(domain, info.to_owned_info()?).map_err(|(e, _)| e)
+    }
+
+    /// Opens the endpoint that accepts `request` (`fi_endpoint` with the
+    /// request's `fi_info`); bind it, enable it and call
+    /// [`accept`](Self::accept). The request is consumed: the endpoint now
+    /// owns its handle. On error the request comes back unanswered.
+    pub fn from_request(
+        domain: &Domain,
+        request: ConnRequest,
+    ) -> std::result::Result<Self, RequestError> {
+        let (info, pep) = request.into_parts();
+        Self::open_owned(domain, info).map_err(|(error, info)| RequestError {
+            error,
+            // fi_endpoint failed: the handle was not consumed.
+            request: Some(ConnRequest::new(info, pep)),
+        })
+    }
+
+    /// `fi_endpoint` with an owned fi_info, handed back on failure.
+    fn open_owned(domain: &Domain, info: Info) -> std::result::Result<Self, (Error, Info)> {
         let mut raw = ptr::null_mut();
         // SAFETY: fi_endpoint(3) with an open domain and a valid fi_info;
         // OwnedFid closes the endpoint before the domain handle drops.
@@ -218,8 +246,12 @@ impl Endpoint {
                 ptr::null_mut(),
             )
         };
-        check("fi_endpoint", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_endpoint", -libc::EINVAL))?;
+        if let Err(e) = check("fi_endpoint", ret) {
+            return Err((e, info));
+        }
+        let Some(fid) = OwnedFid::new(raw) else {
+            return Err((Error::fabric("fi_endpoint", -libc::EINVAL), info));
+        };
         Ok(Endpoint {
             inner: Arc::new(EpInner {
                 fid,
@@ -591,25 +623,6 @@ impl PassiveEndpoint {
     /// `FI_OPT_CM_DATA_SIZE`.
     pub fn cm_data_size(&self) -> Option<usize> {
         cm_data_size(self.inner.fid.fid())
-    }
-
-    /// `fi_reject` of a connection request, sending `data` to the peer, which
-    /// sees an error entry with `ECONNREFUSED` and this data as `err_data`.
-    /// The request's `fi_info` is still freed by its owner.
-    #[doc(alias = "fi_reject")]
-    pub fn reject(&self, request: &InfoEntry, data: &[u8]) -> Result<()> {
-        check_cm_data(self.inner.fid.fid(), data)?;
-        // SAFETY: fi_reject(3): handle is the connection request's
-        // fi_info->handle; data is read during the call.
-        let ret = unsafe {
-            sys::fi_reject(
-                self.inner.fid.as_ptr(),
-                (*request.as_raw()).handle,
-                data.as_ptr().cast::<c_void>(),
-                data.len(),
-            )
-        };
-        check("fi_reject", ret)
     }
 
     /// Closes it now; [`Error::InUse`] while other handles exist.

@@ -16,6 +16,7 @@
 //! # Ok::<(), libfabric::Error>(())
 //! ```
 
+use crate::connreq::ConnRequest;
 use crate::error::{check, check_len, Errno, Error, Result, EAGAIN, EAVAIL};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
@@ -270,10 +271,11 @@ pub struct Entry {
 pub struct ConnReq<'b> {
     /// The passive endpoint that received it.
     pub fid: Fid,
-    /// The `fi_info` to open the new endpoint with (or to reject), owned
-    /// and freed once; `None` for a peeked event, whose info still belongs to
-    /// the queue.
-    pub info: Option<Info>,
+    /// The request, to accept with
+    /// [`Endpoint::from_request`](crate::Endpoint::from_request) or to
+    /// [`reject`](ConnRequest::reject); dropped unanswered, it is rejected.
+    /// `None` for a peeked event, whose request still belongs to the queue.
+    pub request: Option<ConnRequest>,
     /// The connection data the peer sent (length from the read's return value).
     pub data: &'b [u8],
 }
@@ -333,7 +335,7 @@ impl fmt::Debug for ConnReq<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConnReq")
             .field("fid", &self.fid)
-            .field("info", &self.info)
+            .field("request", &self.request)
             .field("data_len", &self.data.len())
             .finish()
     }
@@ -490,7 +492,14 @@ impl EventQueue {
         call: &'static str,
     ) -> Result<Read<'b>> {
         let (ret, event) = self.read_raw(buf, flags)?;
-        decode(ret, event, buf, flags & sys::FI_PEEK != 0, call)
+        decode(
+            &self.inner,
+            ret,
+            event,
+            buf,
+            flags & sys::FI_PEEK != 0,
+            call,
+        )
     }
 
     /// One `fi_eq_read`, undecoded: (return value, event type).
@@ -551,7 +560,14 @@ impl EventQueue {
                 flags,
             )
         };
-        match decode(ret, event, buf, flags & sys::FI_PEEK != 0, "fi_eq_sread")? {
+        match decode(
+            &self.inner,
+            ret,
+            event,
+            buf,
+            flags & sys::FI_PEEK != 0,
+            "fi_eq_sread",
+        )? {
             Read::Empty => Ok(Read::TimedOut),
             other => Ok(other),
         }
@@ -659,6 +675,7 @@ impl EventQueue {
 
 #[inline]
 pub(crate) fn decode<'b>(
+    eq: &EqInner,
     ret: isize,
     event: u32,
     buf: &'b mut EventBuf,
@@ -707,9 +724,18 @@ pub(crate) fn decode<'b>(
         sys::FI_CONNREQ => {
             let (fid, info, data) = cm()?;
             // A read hands the fi_info to the application, which must free
-            // it (fi_eq(3)); a peek leaves it with the queue.
-            let info = if peek { None } else { Info::from_raw(info) };
-            Event::ConnReq(ConnReq { fid, info, data })
+            // it (fi_eq(3)) and answer the request; a peek leaves both with
+            // the queue.
+            let request = if peek {
+                None
+            } else {
+                let pep = match eq.registry.find(fid) {
+                    Some(RegisteredObject::Passive(w)) => w.upgrade(),
+                    _ => None,
+                };
+                Info::from_raw(info).map(|info| ConnRequest::new(info, pep))
+            };
+            Event::ConnReq(ConnReq { fid, request, data })
         }
         sys::FI_CONNECTED => {
             let (fid, info, data) = cm()?;

@@ -54,6 +54,11 @@ impl<T: RawFid> OwnedFid<T> {
         self.raw.as_ptr().cast()
     }
 
+    /// Whether the object is still open.
+    pub(crate) fn is_open(&self) -> bool {
+        !self.closed
+    }
+
     /// Closes now and reports the result.
     pub(crate) fn close(&mut self) -> Result<()> {
         if self.closed {

@@ -136,6 +136,7 @@
 
 pub mod av;
 pub mod buffer;
+pub mod connreq;
 pub mod cq;
 pub mod domain;
 pub mod ep;
@@ -151,6 +152,7 @@ pub mod wait;
 
 pub use av::AddressVector;
 pub use buffer::{Buffer, BufferPool};
+pub use connreq::ConnRequest;
 pub use cq::CompletionQueue;
 pub use domain::Domain;
 pub use ep::{Endpoint, PassiveEndpoint};

@@ -130,7 +130,7 @@ impl AsyncEventQueue {
             tokio::task::coop::consume_budget().await;
             let (ret, event) = self.eq.read_raw(buf, 0)?;
             if ret != EAGAIN {
-                return eq::decode(ret, event, buf, false, "fi_eq_read");
+                return eq::decode(&self.eq.inner, ret, event, buf, false, "fi_eq_read");
             }
             wait_ready(&self.fd, &self.fabric, &self.fid).await?;
         }

@@ -67,13 +67,13 @@ fn reject_is_an_error_entry_with_the_reject_data() {
     .unwrap();
     ep.enable().unwrap();
     ep.connect(b"let me in").unwrap();
-    let Ev::ConnReq { info, data } = next_event(&server_eq, &[&client_eq], Duration::from_secs(10))
+    let Ev::ConnReq { request, data } =
+        next_event(&server_eq, &[&client_eq], Duration::from_secs(10))
     else {
         panic!("expected CONNREQ")
     };
     assert_eq!(data, b"let me in");
-    pep.reject(&info, b"no").unwrap();
-    drop(info);
+    request.reject(b"no").unwrap();
     match next_event(&client_eq, &[&server_eq], Duration::from_secs(10)) {
         Ev::Error { err, data } => {
             assert_eq!(err, Errno::ConnRefused);

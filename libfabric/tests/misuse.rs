@@ -31,9 +31,9 @@ fn connecting(
 }
 
 /// Reads the next connection request on `server_eq`, driving `client_eq`.
-fn request(server_eq: &EventQueue, client_eq: &EventQueue) -> libfabric::Info {
+fn request(server_eq: &EventQueue, client_eq: &EventQueue) -> libfabric::ConnRequest {
     match next_event(server_eq, &[client_eq], Duration::from_secs(10)) {
-        Ev::ConnReq { info, .. } => info,
+        Ev::ConnReq { request, .. } => request,
         other => panic!("expected FI_CONNREQ, got {other:?}"),
     }
 }
@@ -57,9 +57,7 @@ fn closing_an_eq_bound_to_endpoints_reports_its_users() {
         Err(Error::InUse { .. }) => {}
         other => panic!("closing an EQ with a bound passive endpoint: {other:?}"),
     }
-    let info = request(&server_eq, &client_eq);
-    pep.reject(&info, &[]).unwrap();
-    drop(info);
+    request(&server_eq, &client_eq).reject(&[]).unwrap();
     ep.close().unwrap();
     client_eq.close().expect("free once its endpoint is closed");
     pep.close().unwrap();
@@ -94,9 +92,7 @@ fn err_data_stays_valid_after_later_reads() {
     let (pep, server_eq, _) = listener(&fabric);
     let client_eq = fd_eq(&fabric);
     let first = connecting(&domain, &client_eq, &pep, b"1");
-    let info = request(&server_eq, &client_eq);
-    pep.reject(&info, b"first").unwrap();
-    drop(info);
+    request(&server_eq, &client_eq).reject(b"first").unwrap();
     let mut first_buf = ErrDataBuf::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut scratch = EventBuf::new();
@@ -113,9 +109,7 @@ fn err_data_stays_valid_after_later_reads() {
 
     // More reads of the queue, including another error entry.
     let second = connecting(&domain, &client_eq, &pep, b"2");
-    let info = request(&server_eq, &client_eq);
-    pep.reject(&info, b"second!").unwrap();
-    drop(info);
+    request(&server_eq, &client_eq).reject(b"second!").unwrap();
     match next_event(&client_eq, &[&server_eq], Duration::from_secs(10)) {
         Ev::Error { err, data } => {
             assert_eq!(err, Errno::ConnRefused);
@@ -200,7 +194,7 @@ fn a_peeked_connection_request_owns_no_info() {
         let _ = client_eq.peek(&mut EventBuf::new());
         match server_eq.peek(&mut buf).unwrap() {
             Read::Event(Event::ConnReq(c)) => {
-                assert!(c.info.is_none(), "peeked: the queue keeps the fi_info");
+                assert!(c.request.is_none(), "peeked: the queue keeps the request");
                 assert_eq!(c.data, b"peek");
                 break;
             }
@@ -212,8 +206,8 @@ fn a_peeked_connection_request_owns_no_info() {
     }
     match server_eq.read(&mut buf).unwrap() {
         Read::Event(Event::ConnReq(c)) => {
-            let info = c.info.expect("read: the application owns the fi_info");
-            pep.reject(&info, &[]).unwrap();
+            let request = c.request.expect("read: the application owns the request");
+            request.reject(&[]).unwrap();
         }
         other => panic!("{other:?}"),
     }
@@ -306,14 +300,16 @@ fn accept_and_reject_data_over_the_maximum_are_refused() {
     let client_eq = fd_eq(&fabric);
     let too_big = vec![7u8; max + 1];
     let first = connecting(&domain, &client_eq, &pep, b"a");
-    let info = request(&server_eq, &client_eq);
-    assert!(matches!(
-        pep.reject(&info, &too_big),
-        Err(Error::InvalidArgument(_))
-    ));
-    pep.reject(&info, &too_big[..max])
-        .expect("the maximum itself");
-    drop(info);
+    let req = request(&server_eq, &client_eq);
+    let refused = req.reject(&too_big).unwrap_err();
+    assert!(
+        matches!(refused.error, Error::InvalidArgument(_)),
+        "{refused}"
+    );
+    let req = refused
+        .request
+        .expect("refused before fi_reject: handed back");
+    req.reject(&too_big[..max]).expect("the maximum itself");
     match next_event(&client_eq, &[&server_eq], Duration::from_secs(10)) {
         Ev::Error { err, data } => {
             assert_eq!(err, Errno::ConnRefused);
@@ -323,10 +319,10 @@ fn accept_and_reject_data_over_the_maximum_are_refused() {
     }
 
     let second = connecting(&domain, &client_eq, &pep, b"b");
-    let info = request(&server_eq, &client_eq);
-    let sdomain = Domain::open(&fabric, &info).unwrap();
+    let req = request(&server_eq, &client_eq);
+    let sdomain = Domain::open(&fabric, req.info()).unwrap();
     let cq = CompletionQueue::<Msg>::open(&sdomain, &CqAttr::new()).unwrap();
-    let ep = Endpoint::open(&sdomain, &info).unwrap();
+    let ep = Endpoint::from_request(&sdomain, req).unwrap();
     ep.bind_eq(&server_eq).unwrap();
     ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
     ep.enable().unwrap();
@@ -335,7 +331,6 @@ fn accept_and_reject_data_over_the_maximum_are_refused() {
         Err(Error::InvalidArgument(_))
     ));
     ep.accept(&too_big[..max]).expect("the maximum itself");
-    drop(info);
     match next_event(&client_eq, &[&server_eq], Duration::from_secs(10)) {
         Ev::Connected { data } => assert_eq!(data.len(), max),
         other => panic!("{other:?}"),
@@ -405,4 +400,39 @@ fn an_address_vector_stays_open_while_its_endpoint_uses_it() {
         );
         std::thread::sleep(Duration::from_micros(200));
     }
+}
+
+#[test]
+fn a_connection_request_is_answered_exactly_once() {
+    // fi_cm(3): a request's handle is consumed by one fi_accept (through
+    // the endpoint opened from it) or one fi_reject. A request dropped
+    // unanswered is rejected, so the peer hears at once; an fi_info that
+    // carries a request's handle cannot open a second endpoint.
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let client_eq = fd_eq(&fabric);
+    let first = connecting(&domain, &client_eq, &pep, b"dropped");
+    drop(request(&server_eq, &client_eq));
+    match next_event(&client_eq, &[&server_eq], Duration::from_secs(10)) {
+        Ev::Error { err, data } => {
+            assert_eq!(err, Errno::ConnRefused, "a dropped request is rejected");
+            assert!(data.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    let second = connecting(&domain, &client_eq, &pep, b"copied");
+    let req = request(&server_eq, &client_eq);
+    let copy = req.info().to_owned_info().unwrap();
+    let sdomain = Domain::open(&fabric, &copy).unwrap();
+    match Endpoint::open(&sdomain, &copy) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("from_request"), "{msg}"),
+        other => panic!("an endpoint from a copied request info: {other:?}"),
+    }
+    drop(copy);
+    req.reject(b"once").unwrap();
+    match next_event(&client_eq, &[&server_eq], Duration::from_secs(10)) {
+        Ev::Error { data, .. } => assert_eq!(data, b"once"),
+        other => panic!("{other:?}"),
+    }
+    drop((first, second));
 }

@@ -103,8 +103,12 @@ pub fn client_info(addr: SocketAddr) -> Info {
 /// An event copied out of its buffer.
 #[derive(Debug)]
 pub enum Ev {
-    /// `FI_CONNREQ` with its owned `fi_info` and connection data.
-    ConnReq { info: Info, data: Vec<u8> },
+    /// `FI_CONNREQ` with its request (owned, answered once) and
+    /// connection data.
+    ConnReq {
+        request: libfabric::ConnRequest,
+        data: Vec<u8>,
+    },
     /// `FI_CONNECTED` on the endpoint `fid`, with the peer's data.
     Connected {
         fid: libfabric::eq::Fid,
@@ -139,7 +143,7 @@ pub fn try_event(eq: &EventQueue, buf: &mut EventBuf) -> Option<Ev> {
             })
         }
         Read::Event(Event::ConnReq(c)) => Some(Ev::ConnReq {
-            info: c.info.expect("a CONNREQ that was read owns its fi_info"),
+            request: c.request.expect("a CONNREQ that was read owns its request"),
             data: c.data.to_vec(),
         }),
         Read::Event(Event::Connected(c)) => Some(Ev::Connected {
@@ -203,19 +207,18 @@ pub fn connect_pair<F: Format>(cq_attr: CqAttr, slots: usize, slot_size: usize) 
     client.connect(b"hello").expect("fi_connect");
 
     let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
-    let Ev::ConnReq { info, .. } = ev else {
+    let Ev::ConnReq { request, .. } = ev else {
         panic!("expected FI_CONNREQ on the server, got {ev:?}")
     };
-    let server_domain = Domain::open(&fabric, &info).expect("fi_domain (server)");
+    let server_domain = Domain::open(&fabric, request.info()).expect("fi_domain (server)");
     let server_cq = CompletionQueue::<F>::open(&server_domain, &cq_attr).expect("fi_cq_open");
-    let server = Endpoint::open(&server_domain, &info).expect("fi_endpoint (server)");
+    let server = Endpoint::from_request(&server_domain, request).expect("fi_endpoint (server)");
     server.bind_eq(&server_eq).expect("bind eq");
     server
         .bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)
         .expect("bind cq");
     server.enable().expect("fi_enable");
     server.accept(b"welcome").expect("fi_accept");
-    drop(info);
     let ev = next_event(&client_eq, &[&server_eq], Duration::from_secs(10));
     assert!(
         matches!(ev, Ev::Connected { .. }),

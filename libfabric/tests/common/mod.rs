@@ -9,8 +9,8 @@ use libfabric::eq::{EqAttr, EqError, ErrDataBuf, Event, EventBuf, Read};
 use libfabric::info::{Caps, EpType};
 use libfabric::wait::WaitObj;
 use libfabric::{
-    getinfo, BufferPool, CompletionQueue, Domain, Endpoint, EventQueue, Fabric, Hints, Info,
-    PassiveEndpoint,
+    getinfo, BufferPool, CompletionQueue, ConnRequest, Domain, Endpoint, EventQueue, Fabric, Hints,
+    Info, PassiveEndpoint,
 };
 use std::time::{Duration, Instant};
 
@@ -81,7 +81,7 @@ pub enum Ev {
         data: u64,
     },
     ConnReq {
-        info: Info,
+        request: ConnRequest,
         data: Vec<u8>,
     },
     Connected {
@@ -111,7 +111,7 @@ pub fn own(read: Read<'_>, eq: &EventQueue) -> Option<Ev> {
             data: e.data,
         }),
         Read::Event(Event::ConnReq(c)) => Some(Ev::ConnReq {
-            info: c.info.expect("a read CONNREQ owns its info"),
+            request: c.request.expect("a read CONNREQ owns its request"),
             data: c.data.to_vec(),
         }),
         Read::Event(Event::Connected(c)) => Some(Ev::Connected {
@@ -213,13 +213,13 @@ pub fn connect_pair_with<F: Format>(
     client.connect(req_data).unwrap();
 
     let req = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
-    let Ev::ConnReq { info, data } = req else {
+    let Ev::ConnReq { request, data } = req else {
         panic!("expected CONNREQ, got {req:?}")
     };
     assert_eq!(data, req_data, "connection request data");
-    let server_domain = Domain::open(&fabric, &info).expect("fi_domain (server)");
+    let server_domain = Domain::open(&fabric, request.info()).expect("fi_domain (server)");
     let server_cq = CompletionQueue::<F>::open(&server_domain, &cq_attr).unwrap();
-    let server = Endpoint::open(&server_domain, &info).unwrap();
+    let server = Endpoint::from_request(&server_domain, request).unwrap();
     server.bind_eq(&server_eq).unwrap();
     server
         .bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)

@@ -1,0 +1,153 @@
+//! Connection requests (`FI_CONNREQ`), per fi_cm(3): the `fi_info` of a
+//! request carries a provider handle that exactly one `fi_accept` (through
+//! an endpoint opened from it) or one `fi_reject` consumes.
+//!
+//! [`ConnRequest`] is move-only and consumed by
+//! [`Endpoint::from_request`](crate::Endpoint::from_request) or
+//! [`ConnRequest::reject`]; one that is dropped unanswered is rejected, so
+//! the peer hears at once and the provider frees the handle. Rejecting twice,
+//! rejecting after accepting, or opening two endpoints from one request, each
+//! a use-after-free inside the provider, cannot be written.
+
+use crate::ep::{check_cm_data, PepInner};
+use crate::error::{check, Error};
+use crate::info::{Info, InfoEntry};
+use libfabric_sys::fabric as sys;
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+
+/// A connection request received by a passive endpoint, owned by the
+/// application until it is accepted or rejected.
+pub struct ConnRequest {
+    /// Its `fi_info`, with the request's handle. Taken by `into_info`.
+    info: ManuallyDrop<Info>,
+    /// The passive endpoint it arrived on, to reject it.
+    pep: Option<Arc<PepInner>>,
+}
+
+/// The error that stopped an accept or reject, with the request handed
+/// back unanswered when it was refused before reaching the provider, so that
+/// nothing is lost.
+pub struct RequestError {
+    /// Why.
+    pub error: Error,
+    /// The request, still unanswered; `None` when the provider consumed it
+    /// (a failed `fi_reject`).
+    pub request: Option<ConnRequest>,
+}
+
+impl ConnRequest {
+    pub(crate) fn new(info: Info, pep: Option<Arc<PepInner>>) -> Self {
+        ConnRequest {
+            info: ManuallyDrop::new(info),
+            pep,
+        }
+    }
+
+    /// The request's `fi_info` (provider, domain, addresses, ...). Open the
+    /// accepting side's domain with it.
+    pub fn info(&self) -> &InfoEntry {
+        &self.info
+    }
+
+    /// Takes the request apart without answering it: whoever takes the
+    /// `fi_info` answers it (an endpoint opened from it accepts it).
+    pub(crate) fn into_parts(self) -> (Info, Option<Arc<PepInner>>) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so each field is moved out once.
+        unsafe {
+            let pep = std::ptr::read(&this.pep);
+            (ManuallyDrop::take(&mut this.info), pep)
+        }
+    }
+
+    /// `fi_reject`, sending `data` (at most `FI_OPT_CM_DATA_SIZE` bytes):
+    /// the peer sees an error entry with `ECONNREFUSED` and this data as its
+    /// `err_data`. On error the request comes back unanswered.
+    #[doc(alias = "fi_reject")]
+    pub fn reject(self, data: &[u8]) -> std::result::Result<(), RequestError> {
+        let Some(pep) = self.pep.clone() else {
+            return Err(RequestError {
+                error: Error::InvalidArgument(
+                    "the passive endpoint of this request is closed".into(),
+                ),
+                request: Some(self),
+            });
+        };
+        if let Err(error) = check_cm_data(pep.fid.fid(), data) {
+            return Err(RequestError {
+                error,
+                request: Some(self),
+            });
+        }
+        let ret = self.reject_raw(&pep, data);
+        // The handle is consumed whatever fi_reject returned; the fi_info
+        // itself is still the application's to free (Info's Drop).
+        drop(self.into_parts());
+        check("fi_reject", ret).map_err(|error| RequestError {
+            error,
+            request: None,
+        })
+    }
+
+    fn reject_raw(&self, pep: &PepInner, data: &[u8]) -> i32 {
+        // SAFETY: fi_reject(3) on the open passive endpoint the request
+        // arrived on, with the request's handle, which no other call has
+        // consumed (the request is consumed by every path that uses it).
+        unsafe {
+            sys::fi_reject(
+                pep.fid.as_ptr(),
+                (*self.info.as_raw()).handle,
+                data.as_ptr().cast(),
+                data.len(),
+            )
+        }
+    }
+}
+
+impl Drop for ConnRequest {
+    fn drop(&mut self) {
+        if let Some(pep) = self.pep.take() {
+            // Unanswered: reject it so the peer is told and the provider
+            // frees the handle. The error cannot be reported from Drop.
+            let _ = self.reject_raw(&pep, &[]);
+        }
+        // SAFETY: dropped once, here (into_info forgets self instead).
+        unsafe { ManuallyDrop::drop(&mut self.info) };
+    }
+}
+
+impl fmt::Debug for ConnRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnRequest")
+            .field("info", &*self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (the connection request was handed back)", self.error)
+    }
+}
+
+impl std::error::Error for RequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<RequestError> for Error {
+    fn from(e: RequestError) -> Self {
+        e.error
+    }
+}
