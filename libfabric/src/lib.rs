@@ -86,7 +86,10 @@
 //! | Posting on a full queue (`-FI_EAGAIN`) | The [`ep::PostError`] hands the buffer back | `misuse.rs` `posting_past_the_queue_depth_hands_the_buffer_back` |
 //! | A send longer than its buffer | [`Error::BufferTooSmall`], buffer handed back | `bad_input.rs` `a_pool_of_nothing_and_oversized_sends_are_refused` |
 //! | Connection data longer than `FI_OPT_CM_DATA_SIZE` (fi_cm(3)) | [`Error::InvalidArgument`] before the call, for connect, accept and reject | `cm.rs` `connection_data_over_the_maximum_is_refused_before_sending`; `misuse.rs` `accept_and_reject_data_over_the_maximum_are_refused` |
-//! | Freeing a peeked `FI_CONNREQ`'s `fi_info` (then again once read): a double free | A peeked request has `info: None`; only the read one owns its [`Info`], freed once on drop (`Clone` duplicates it) | `misuse.rs` `a_peeked_connection_request_owns_no_info`; suite `panics.rs` `a_panic_while_a_connection_request_is_held_frees_its_info_once`, under valgrind |
+//! | Freeing a peeked `FI_CONNREQ`'s `fi_info` (then again once read): a double free | A peeked request has `request: None`; only the read one owns its [`ConnRequest`], freed once | `misuse.rs` `a_peeked_connection_request_owns_no_info`; suite `panics.rs` `a_panic_while_a_connection_request_is_held_frees_its_info_once`, under valgrind |
+//! | Answering a connection request twice: rejecting it twice, rejecting an accepted one, or opening a second endpoint from it (fi_cm(3): the provider frees the handle on the first answer) | A [`ConnRequest`] is consumed by [`Endpoint::from_request`] or [`ConnRequest::reject`]; an `fi_info` copied from it cannot open an endpoint ([`Error::InvalidArgument`]) | compile error: `ui/connection_request_answered_twice.rs`; `misuse.rs` `a_connection_request_is_answered_exactly_once` |
+//! | Leaving a connection request unanswered (the handle, and on tcp its socket, stay allocated; the peer waits for its own timeout) | A [`ConnRequest`] dropped unanswered is rejected | `misuse.rs` `a_connection_request_is_answered_exactly_once`; suite `panics.rs` `a_panic_while_a_connection_request_is_held_frees_its_info_once` |
+//! | Reading into entries that still hold completions not yet reclaimed, or closing a CQ before the completions flushed by its endpoints' close were read | The read, and the CQ's final close, hand those buffers back first, as dropping the entries would | `misuse.rs` `a_completion_dropped_without_reclaim_frees_its_buffer`; suite `load.rs` `a_million_real_completions_read_by_several_threads` |
 //! | Sharing objects between threads of a domain that is not `FI_THREAD_SAFE` (fi_domain(3)) | Only `FI_THREAD_SAFE` domains are opened ([`Error::InvalidArgument`] otherwise) | [`Domain::open`]; the safe [`Hints`] always ask for it |
 //! | Asking for an API version newer than the library loaded | [`Error::RuntimeTooOld`] | [`info::getinfo`] |
 //!
@@ -96,25 +99,6 @@
 //!     eq.close() // `close` took the queue: it cannot be closed again
 //! }
 //! ```
-//!
-//! Not prevented, and up to you:
-//!
-//! - **Every connection request must end in exactly one `fi_accept` or
-//!   `fi_reject`** (fi_cm(3)). Dropping a request's [`Info`] only frees the
-//!   `fi_info`: the provider's connection handle stays allocated (on tcp also
-//!   its socket, and the peer waits for its own timeout), so reject requests
-//!   on every error path, for example from a guard's `Drop`. Accepting or
-//!   rejecting one request twice, rejecting an accepted one, or opening a
-//!   second endpoint from a request already accepted or rejected makes the
-//!   provider use the handle it freed: call [`PassiveEndpoint::reject`] or
-//!   [`Endpoint::accept`] once per request.
-//! - **Reading into entries that still hold completions not yet reclaimed**
-//!   overwrites them, and **closing a completion queue** before the
-//!   completions of the operations posted on its endpoints were read: those
-//!   buffers stay in flight, so their pool (its memory and registration,
-//!   and the domain) is never freed. Reclaim or drop the entries before the
-//!   next read into them; after closing an endpoint, read its completion
-//!   queue until the flushed operations (`ECANCELED`) are back.
 //!
 //! # Example
 //! ```

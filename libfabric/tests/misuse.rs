@@ -436,3 +436,46 @@ fn a_connection_request_is_answered_exactly_once() {
     }
     drop((first, second));
 }
+
+#[test]
+fn overwritten_and_flushed_completions_hand_their_buffers_back() {
+    // A completion left in the read buffer and overwritten by the next read,
+    // and receives flushed when their endpoint closes but never read: both
+    // give their buffers back to the pool.
+    let pair = connect_pair::<Msg>(None, CqAttr::new().size(64));
+    let pool = BufferPool::new(&pair.server_domain, 2, 64).unwrap();
+    pair.server.recv(pool.take().unwrap()).unwrap();
+    pair.server.recv(pool.take().unwrap()).unwrap();
+    assert!(pool.take().is_none(), "both slots are posted");
+    pair.client
+        .send(pair.client_pool.take().unwrap(), 8)
+        .unwrap();
+    let mut entries: [MsgEntry; 1] = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = pair.client_cq.read(&mut [MsgEntry::default()]);
+        if let CqRead::Completions(_) = pair.server_cq.read(&mut entries).unwrap() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no receive completion");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    // Not reclaimed: the next read into the same entries releases it.
+    let _ = pair.server_cq.read(&mut entries).unwrap();
+    let back = pool
+        .take()
+        .expect("the overwritten completion's buffer is back");
+    drop(back);
+    // The other receive is still posted; closing the endpoint flushes it,
+    // and closing its CQ, unread, hands the buffer back.
+    let Pair {
+        server, server_cq, ..
+    } = pair;
+    server.close().unwrap();
+    server_cq.close().unwrap();
+    let a = pool.take().expect("slot 1");
+    let b = pool
+        .take()
+        .expect("slot 2: the flushed receive's buffer is back");
+    drop((a, b));
+}
