@@ -15,6 +15,8 @@
 
 #[path = "pingpong/cli.rs"]
 mod cli;
+#[path = "pingpong/control.rs"]
+mod control;
 #[path = "pingpong/report.rs"]
 mod report;
 #[path = "pingpong/setup.rs"]
@@ -23,11 +25,12 @@ mod setup;
 mod transfer;
 
 use cli::{EpKind, Options, Parsed, Role};
+use control::{Control, Kind, FLAG_VERIFY};
 use report::{EventLog, Row};
-use std::sync::{mpsc, Arc};
+use std::net::TcpListener;
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-use transfer::Progress;
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Res<T> = Result<T, Error>;
@@ -71,13 +74,13 @@ pub fn run(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     }
 }
 
-fn banner(opts: &Options, server: &str) -> String {
+fn banner(opts: &Options, control: &str) -> String {
     let ep = match opts.ep {
         EpKind::Msg => "MSG",
         EpKind::Rdm => "RDM",
     };
     format!(
-        "pingpong: provider {}, {ep} endpoints, server {server}, completions: {}\n",
+        "pingpong: provider {}, {ep} endpoints, completions: {}, control connection {control}\n",
         opts.provider_name(),
         opts.mode
     )
@@ -87,64 +90,70 @@ fn output(banner: String, log: &EventLog, rows: &[Row]) -> String {
     format!("{banner}{}\n{}", log.render(), report::table(rows))
 }
 
-/// The server's whole run on a listener.
+/// The server's whole run: opens the fabric endpoint, waits for a client
+/// on the control port, tells it where the endpoint is, takes its
+/// connection, echoes.
 fn serve(
-    listener: setup::Listener,
+    control: &TcpListener,
     opts: &Options,
-    patient: bool,
+    node: Option<&str>,
+    log: &Arc<EventLog>,
     progress: bool,
 ) -> Res<Vec<Row>> {
-    let link = setup::accept(listener, opts)?;
-    let rows = transfer::server(&link, opts.mode, patient, Progress::new(progress))?;
+    let (listener, address) = setup::listen(opts, node, log)?;
+    if progress {
+        eprintln!(
+            "pingpong: waiting for a client on port {}",
+            control.local_addr()?.port()
+        );
+    }
+    let mut ctrl = Control::accept(control)?;
+    ctrl.send(Kind::Address, address.port.into(), 0, &address.name)?;
+    let hello = ctrl.expect(Kind::Hello)?;
+    let mut link = setup::accept(listener, opts, &hello)?;
+    let tx = link.tx.take().ok_or("no transmit buffer")?;
+    let rows = transfer::server(&link, tx, &mut ctrl, opts.mode, hello.b, progress)?;
     setup::shutdown(&link, false)?;
     Ok(rows)
 }
 
-/// The client's whole run.
+/// The client's whole run: control connection, endpoint, `Hello`,
+/// connection, the sizes.
 fn client(opts: &Options, host: &str, port: u16, log: &Arc<EventLog>) -> Res<Vec<Row>> {
-    let link = setup::connect(opts, host, port, log)?;
-    let rows = transfer::client(&link, opts, Progress::new(true))?;
+    let mut ctrl = Control::connect(host, port)?;
+    let address = ctrl.expect(Kind::Address)?;
+    let mut link = setup::open(opts, host, &address, log)?;
+    // An RDM server learns where the client is from the Hello.
+    let name = match &link.av {
+        Some(_) => link.ep.name()?,
+        None => Vec::new(),
+    };
+    let flags = if opts.verify { FLAG_VERIFY } else { 0 };
+    ctrl.send(Kind::Hello, opts.max_size() as u64, flags, &name)?;
+    setup::connect(&link)?;
+    let tx = link.tx.take().ok_or("no transmit buffer")?;
+    let rows = transfer::client(&link, tx, &mut ctrl, opts)?;
     setup::shutdown(&link, true)?;
     Ok(rows)
 }
 
-/// Server and client in one process: the server thread listens on
-/// 127.0.0.1 and tells the client thread where.
+/// Server and client in one process, one thread each, on 127.0.0.1.
 fn both(opts: &Options) -> Res<String> {
     let log = Arc::new(EventLog::new());
-    let (ready, where_) = mpsc::channel();
+    let control = TcpListener::bind(("127.0.0.1", opts.port.unwrap_or(0)))?;
+    let port = control.local_addr()?.port();
     let server = {
         let (opts, log) = (opts.clone(), log.clone());
-        thread::spawn(move || -> Res<Vec<Row>> {
-            let port = opts.port.unwrap_or(0);
-            let listener = match setup::listen(&opts, Some("127.0.0.1"), port, &log) {
-                Ok((listener, addr)) => {
-                    let _ = ready.send(Some(addr));
-                    listener
-                }
-                Err(e) => {
-                    let _ = ready.send(None);
-                    return Err(e);
-                }
-            };
-            serve(listener, &opts, true, false)
-        })
+        thread::spawn(move || serve(&control, &opts, Some("127.0.0.1"), &log, false))
     };
-    let Ok(Some(addr)) = where_.recv() else {
-        return Err(joined(server)
-            .err()
-            .unwrap_or_else(|| "the server did not start".into()));
-    };
-    let result = client(opts, &addr.ip().to_string(), addr.port(), &log);
-    let rows = match result {
+    let rows = match client(opts, "127.0.0.1", port, &log) {
         Ok(rows) => rows,
         Err(e) => {
-            // The server's error, if it failed first, says more.
-            for _ in 0..20 {
+            // When the server failed first, its error is the one that says
+            // what went wrong.
+            for _ in 0..40 {
                 if server.is_finished() {
-                    if let Err(first) = joined(server) {
-                        return Err(format!("server: {first}\nclient: {e}").into());
-                    }
+                    joined(server)?;
                     break;
                 }
                 thread::sleep(Duration::from_millis(50));
@@ -153,7 +162,11 @@ fn both(opts: &Options) -> Res<String> {
         }
     };
     joined(server).map_err(|e| format!("server: {e}"))?;
-    Ok(output(banner(opts, &addr.to_string()), &log, &rows))
+    Ok(output(
+        banner(opts, &format!("127.0.0.1:{port}")),
+        &log,
+        &rows,
+    ))
 }
 
 fn joined(handle: thread::JoinHandle<Res<Vec<Row>>>) -> Res<Vec<Row>> {
@@ -165,10 +178,10 @@ fn joined(handle: thread::JoinHandle<Res<Vec<Row>>>) -> Res<Vec<Row>> {
 fn server_only(opts: &Options, node: Option<&str>) -> Res<String> {
     let log = Arc::new(EventLog::new());
     let port = opts.port.unwrap_or(cli::DEFAULT_PORT);
-    let (listener, addr) = setup::listen(opts, node, port, &log)?;
-    eprintln!("pingpong: listening on {addr}, waiting for a client");
-    let rows = serve(listener, opts, true, true)?;
-    Ok(output(banner(opts, &addr.to_string()), &log, &rows))
+    let control = TcpListener::bind((node.unwrap_or("0.0.0.0"), port))
+        .map_err(|e| format!("listening on port {port}: {e}"))?;
+    let rows = serve(&control, opts, node, &log, true)?;
+    Ok(output(banner(opts, &format!("port {port}")), &log, &rows))
 }
 
 fn client_only(opts: &Options, host: &str) -> Res<String> {

@@ -7,12 +7,13 @@ pub const USAGE: &str = "\
 Usage:
   pingpong [OPTIONS]              server and client in one process (two threads)
   pingpong [OPTIONS] -s [<addr>]  server only: waits for one client, listening
-                                  on <addr> (default: all interfaces for MSG,
-                                  the first interface's address for RDM)
+                                  on <addr> (default: all interfaces)
   pingpong [OPTIONS] <server>     client of a `pingpong -s` on <server>
 
 Ping-pong over libfabric, like fi_pingpong: the client sends a message, the
-server sends it back; usec/xfer is half a round trip. Before the table, the
+server sends it back; usec/xfer is half a round trip. As in fi_pingpong, a
+TCP control connection carries the setup and the synchronisation before each
+size, and the fabric carries only the timed messages. Before the table: the
 event queue events both sides saw (connection request, connected, shutdown).
 
 Options:
@@ -26,7 +27,7 @@ Options:
                     sread  block in fi_cq_sread
                     fd     fi_trywait, then poll(2) on the CQ's wait fd
                     tokio  await a tokio AsyncCompletionQueue
-  -P <port>       port the server listens on (47592; in one process: any free port)
+  -P <port>       control port (47592, as fi_pingpong; in one process: any free port)
   -s              server only
   -v              verify the contents of every message (the client decides)
   -h              this help

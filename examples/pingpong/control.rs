@@ -94,11 +94,6 @@ impl Control {
         Self::new(stream, addr.ip().to_string())
     }
 
-    /// The peer's host (address) as this side knows it.
-    pub fn peer(&self) -> &str {
-        &self.peer
-    }
-
     pub fn send(&mut self, kind: Kind, a: u64, b: u64, bytes: &[u8]) -> Res<()> {
         if bytes.len() > MAX_BYTES {
             return Err("a control message too long".into());
@@ -110,23 +105,30 @@ impl Control {
         msg.extend_from_slice(&b.to_le_bytes());
         msg.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
         msg.extend_from_slice(bytes);
-        self.stream
-            .write_all(&msg)
-            .map_err(|e| self.lost(e).into())
+        self.stream.write_all(&msg).map_err(|e| self.lost(e).into())
     }
 
     pub fn recv(&mut self) -> Res<Msg> {
         let mut head = [0u8; HEADER];
-        self.stream.read_exact(&mut head).map_err(|e| self.lost(e))?;
-        let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        self.stream
+            .read_exact(&mut head)
+            .map_err(|e| self.lost(e))?;
+        let word =
+            |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
         let long = |at: usize| u64::from(word(at)) | u64::from(word(at + 4)) << 32;
         let kind = Kind::from_raw(word(4)).filter(|_| word(0) == MAGIC);
         let len = word(24) as usize;
         let Some(kind) = kind.filter(|_| len <= MAX_BYTES) else {
-            return Err(format!("{} sent something that is not a pingpong control message", self.peer).into());
+            return Err(format!(
+                "{} sent something that is not a pingpong control message",
+                self.peer
+            )
+            .into());
         };
         let mut bytes = vec![0u8; len];
-        self.stream.read_exact(&mut bytes).map_err(|e| self.lost(e))?;
+        self.stream
+            .read_exact(&mut bytes)
+            .map_err(|e| self.lost(e))?;
         Ok(Msg {
             kind,
             a: long(8),

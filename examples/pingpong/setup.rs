@@ -1,8 +1,9 @@
 //! Opening and connecting endpoints. MSG: a passive endpoint, `FI_CONNREQ`,
 //! `fi_accept`, `FI_CONNECTED` on both sides, all read from event queues.
-//! RDM: an address vector and the server's address from fi_getinfo.
+//! RDM: an address vector holding the peer's address.
 
 use super::cli::{EpKind, Mode, Options};
+use super::control::Msg;
 use super::report::EventLog;
 use super::Res;
 use libfabric::av::AvType;
@@ -11,12 +12,10 @@ use libfabric::ep::{socket_addr, CqBind};
 use libfabric::eq::{EqAttr, ErrDataBuf, Event, EventBuf, Read};
 use libfabric::info::{Caps, EpType, Info, InfoEntry};
 use libfabric::wait::WaitObj;
-use libfabric::ConnRequest;
 use libfabric::{
-    getinfo, AddressVector, BufferPool, CompletionQueue, Domain, Endpoint, Errno, EventQueue,
-    Fabric, Hints, PassiveEndpoint,
+    getinfo, AddressVector, Buffer, BufferPool, CompletionQueue, ConnRequest, Domain, Endpoint,
+    Errno, EventQueue, Fabric, Hints, PassiveEndpoint,
 };
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,8 +24,6 @@ pub const CONNECT_DATA: &[u8] = b"pingpong: hello";
 pub const ACCEPT_DATA: &[u8] = b"pingpong: welcome";
 /// How long connecting may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Bytes of a control message (and the size of the server's first receive).
-pub const CTRL_LEN: usize = 256;
 /// Event-queue waits return this often to read the queue again: the tcp
 /// provider makes progress only while its queues are read.
 const EQ_SLICE: Duration = Duration::from_millis(10);
@@ -39,21 +36,35 @@ pub struct Link {
     pub rx_cq: CompletionQueue<Context>,
     /// MSG: the endpoint's event queue.
     pub eq: Option<EventQueue>,
-    /// RDM: the peers.
+    /// RDM: the peer's address.
     pub av: Option<AddressVector>,
-    /// RDM: the server's address on a client; unknown on a server until
-    /// the client's first message names it.
     pub peer: Addr,
     /// Where the peer is, for messages.
     pub peer_name: String,
     /// Messages shorter than this go with `fi_inject`, as in fi_pingpong.
     pub inject_size: usize,
-    /// One control-message slot: the server's first receive.
-    pub ctrl: BufferPool,
+    /// Two slots of the largest size: one to send from, one posted to
+    /// receive into (see [`Link::open_buffers`]).
+    pub pool: Option<BufferPool>,
+    pub tx: Option<Buffer>,
     pub domain: Domain,
-    pub log: Arc<EventLog>,
     pub fabric: Fabric,
+    pub log: Arc<EventLog>,
     _pep: Option<PassiveEndpoint>,
+}
+
+impl Link {
+    /// Allocates the two message buffers and posts the receive, before the
+    /// peer can send (fi_pingpong posts its first receive before it
+    /// connects or accepts, too).
+    fn open_buffers(&mut self, max_size: usize) -> Res<()> {
+        let pool = BufferPool::new(&self.domain, 2, max_size.max(1))?;
+        let rx = pool.take().ok_or("no receive buffer")?;
+        self.tx = Some(pool.take().ok_or("no transmit buffer")?);
+        self.ep.recv(rx)?;
+        self.pool = Some(pool);
+        Ok(())
+    }
 }
 
 /// A server waiting for its client.
@@ -66,6 +77,15 @@ pub enum Listener {
     },
     /// An RDM server's endpoint exists before any peer does.
     Rdm(Box<Link>),
+}
+
+/// Where a server's fabric endpoint is, for the client.
+pub struct Address {
+    /// MSG: the passive endpoint's port (on the host of the control
+    /// connection).
+    pub port: u16,
+    /// RDM: the endpoint's address (`fi_getname`).
+    pub name: Vec<u8>,
 }
 
 fn hints(opts: &Options) -> Res<Hints> {
@@ -117,28 +137,38 @@ fn open_cqs(
     Ok((tx, rx))
 }
 
+/// What an endpoint is opened from.
+enum Source<'a> {
+    Info(&'a InfoEntry),
+    /// A connection request, which the endpoint accepts.
+    Request(ConnRequest),
+}
+
 struct Parts<'a> {
     side: &'static str,
     fabric: &'a Fabric,
-    info: &'a InfoEntry,
     eq: Option<EventQueue>,
     pep: Option<PassiveEndpoint>,
     peer_name: String,
     log: &'a Arc<EventLog>,
-    /// The connection request to accept (the server of MSG endpoints).
-    request: Option<ConnRequest>,
 }
 
-/// Opens the domain, CQs, (AV,) endpoint and control buffer, binds and
-/// enables the endpoint.
-fn link(p: Parts<'_>, mode: Mode) -> Res<Link> {
-    let domain = Domain::open(p.fabric, p.info)?;
-    let (tx_cq, rx_cq) = open_cqs(&domain, p.info, mode)?;
-    let ep = match p.request {
-        Some(request) => Endpoint::from_request(&domain, request)?,
-        None => Endpoint::open(&domain, p.info)?,
+/// Opens the domain, CQs, (AV,) and endpoint, binds and enables it.
+fn link(p: Parts<'_>, source: Source<'_>, mode: Mode) -> Res<Link> {
+    let info = match &source {
+        Source::Info(info) => *info,
+        Source::Request(request) => request.info(),
     };
-    let av = if p.info.ep_type() == EpType::Rdm {
+    let domain = Domain::open(p.fabric, info)?;
+    let (tx_cq, rx_cq) = open_cqs(&domain, info, mode)?;
+    let rdm = info.ep_type() == EpType::Rdm;
+    let ep = match source {
+        Source::Info(info) => Endpoint::open(&domain, info)?,
+        Source::Request(request) => {
+            Endpoint::from_request(&domain, request).map_err(|e| e.error)?
+        }
+    };
+    let av = if rdm {
         let av = AddressVector::open(&domain, AvType::Map, 4)?;
         ep.bind_av(&av)?;
         Some(av)
@@ -151,7 +181,6 @@ fn link(p: Parts<'_>, mode: Mode) -> Res<Link> {
     ep.bind_cq(&tx_cq, CqBind::TRANSMIT)?;
     ep.bind_cq(&rx_cq, CqBind::RECV)?;
     ep.enable()?;
-    let ctrl = BufferPool::new(&domain, 1, CTRL_LEN)?;
     Ok(Link {
         side: p.side,
         inject_size: inject_size(ep.info()),
@@ -162,10 +191,11 @@ fn link(p: Parts<'_>, mode: Mode) -> Res<Link> {
         av,
         peer: Addr::UNSPEC,
         peer_name: p.peer_name,
-        ctrl,
+        pool: None,
+        tx: None,
         domain,
-        log: p.log.clone(),
         fabric: p.fabric.clone(),
+        log: p.log.clone(),
         _pep: p.pep,
     })
 }
@@ -179,7 +209,8 @@ pub enum Cm {
     ConnReq(ConnRequest),
     Connected,
     Shutdown,
-    Refused(Errno, String),
+    /// An error entry: the error and the provider's text.
+    Failed(Errno, String),
 }
 
 /// Reads `eq` until a connection event arrives or `timeout` passes,
@@ -194,6 +225,17 @@ pub fn next_cm(
 ) -> Res<Option<Cm>> {
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut buf = EventBuf::new();
+    let data_text = |data: &[u8]| {
+        if data.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ": {} bytes of connection data {:?}",
+                data.len(),
+                String::from_utf8_lossy(data)
+            )
+        }
+    };
     loop {
         match eq.sread(&mut buf, Some(EQ_SLICE))? {
             Read::Event(Event::ConnReq(req)) => {
@@ -201,32 +243,11 @@ pub fn next_cm(
                 let from = socket_addr(request.info().dest_addr())
                     .map(|a| format!(" from {a}"))
                     .unwrap_or_default();
-                log.record(
-                    side,
-                    format!(
-                        "FI_CONNREQ{from}: {} bytes of connection data {:?}",
-                        req.data.len(),
-                        String::from_utf8_lossy(req.data)
-                    ),
-                );
+                log.record(side, format!("FI_CONNREQ{from}{}", data_text(req.data)));
                 return Ok(Some(Cm::ConnReq(request)));
             }
             Read::Event(Event::Connected(c)) => {
-                let data = c
-                    .data
-                    .iter()
-                    .position(|&b| b == 0)
-                    .map_or(c.data, |n| &c.data[..n]);
-                let text = if data.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        ": {} bytes of connection data {:?}",
-                        data.len(),
-                        String::from_utf8_lossy(data)
-                    )
-                };
-                log.record(side, format!("FI_CONNECTED{text}"));
+                log.record(side, format!("FI_CONNECTED{}", data_text(c.data)));
                 return Ok(Some(Cm::Connected));
             }
             Read::Event(Event::Shutdown(_)) => {
@@ -239,7 +260,7 @@ pub fn next_cm(
                 if let Some(err) = eq.read_err(&mut data)? {
                     let text = eq.strerror(&err);
                     log.record(side, format!("error entry: {}", err.err));
-                    return Ok(Some(Cm::Refused(err.err, text)));
+                    return Ok(Some(Cm::Failed(err.err, text)));
                 }
             }
             Read::Empty | Read::TimedOut => {}
@@ -251,15 +272,10 @@ pub fn next_cm(
     }
 }
 
-/// Starts a server on `node` (all interfaces if `None`) and `port` (0: any
-/// free port); returns it and the address it listens on.
-pub fn listen(
-    opts: &Options,
-    node: Option<&str>,
-    port: u16,
-    log: &Arc<EventLog>,
-) -> Res<(Listener, SocketAddr)> {
-    let mut hints = hints(opts)?.service(&port.to_string())?.source(true);
+/// Opens a server's fabric endpoint on `node` (MSG: all interfaces if
+/// `None`; RDM: the provider's default address) and a free port.
+pub fn listen(opts: &Options, node: Option<&str>, log: &Arc<EventLog>) -> Res<(Listener, Address)> {
+    let mut hints = hints(opts)?.service("0")?.source(true);
     if let Some(node) = node {
         hints = hints.node(node)?;
     }
@@ -271,45 +287,56 @@ pub fn listen(
             let pep = PassiveEndpoint::open(&fabric, &info)?;
             pep.bind_eq(&eq)?;
             pep.listen()?;
-            let addr = pep.local_addr()?;
+            let port = pep.local_addr()?.port();
+            let listener = Listener::Msg {
+                fabric,
+                pep,
+                eq,
+                log: log.clone(),
+            };
             Ok((
-                Listener::Msg {
-                    fabric,
-                    pep,
-                    eq,
-                    log: log.clone(),
+                listener,
+                Address {
+                    port,
+                    name: Vec::new(),
                 },
-                addr,
             ))
         }
         EpKind::Rdm => {
             let parts = Parts {
                 side: "server",
                 fabric: &fabric,
-                info: &info,
                 eq: None,
                 pep: None,
                 peer_name: "the client".into(),
                 log,
-                request: None,
             };
-            let link = link(parts, opts.mode)?;
+            let link = link(parts, Source::Info(&info), opts.mode)?;
             let name = link.ep.name()?;
-            let addr =
-                socket_addr(&name).ok_or("the RDM endpoint's address is not a socket address")?;
-            // The client's first message lands here.
-            let buf = link.ctrl.take().ok_or("no control buffer")?;
-            link.ep.recv(buf)?;
-            Ok((Listener::Rdm(Box::new(link)), addr))
+            Ok((Listener::Rdm(Box::new(link)), Address { port: 0, name }))
         }
     }
 }
 
-/// Waits for the client: for MSG endpoints the connection request, then
-/// accepts it; an RDM server is ready at once.
-pub fn accept(listener: Listener, opts: &Options) -> Res<Link> {
+/// Takes the client whose `Hello` came over the control connection: for
+/// MSG endpoints waits for its connection request and accepts it; for RDM
+/// puts its address in the address vector.
+pub fn accept(listener: Listener, opts: &Options, hello: &Msg) -> Res<Link> {
+    let max_size =
+        usize::try_from(hello.a).map_err(|_| "the client asked for an impossible size")?;
     let (fabric, pep, eq, log) = match listener {
-        Listener::Rdm(link) => return Ok(*link),
+        Listener::Rdm(link) => {
+            let mut link = *link;
+            link.open_buffers(max_size)?;
+            let av = link
+                .av
+                .as_ref()
+                .ok_or("an RDM endpoint without an address vector")?;
+            link.peer = av.insert(&hello.bytes)?;
+            link.peer_name =
+                socket_addr(&hello.bytes).map_or("the client".into(), |a| a.to_string());
+            return Ok(link);
+        }
         Listener::Msg {
             fabric,
             pep,
@@ -318,37 +345,31 @@ pub fn accept(listener: Listener, opts: &Options) -> Res<Link> {
         } => (fabric, pep, eq, log),
     };
     let request = loop {
-        match next_cm(&eq, "server", &log, None, &|| {})? {
+        match next_cm(&eq, "server", &log, Some(CONNECT_TIMEOUT), &|| {})? {
             Some(Cm::ConnReq(request)) => break request,
-            Some(Cm::Refused(err, text)) => {
+            Some(Cm::Failed(err, text)) => {
                 return Err(format!("a connection request failed: {err} ({text})").into())
             }
-            _ => {}
+            Some(_) => {}
+            None => return Err(format!("no connection request within {CONNECT_TIMEOUT:?}").into()),
         }
     };
-    // The request's fi_info describes the domain to open; the request itself
-    // is consumed by the endpoint that accepts it.
-    let info = request.info().to_owned_info()?;
-    let peer_name = socket_addr(info.dest_addr()).map_or("the client".into(), |a| a.to_string());
+    let peer_name =
+        socket_addr(request.info().dest_addr()).map_or("the client".into(), |a| a.to_string());
     let parts = Parts {
         side: "server",
         fabric: &fabric,
-        info: &info,
         eq: Some(eq.clone()),
         pep: Some(pep),
         peer_name,
         log: &log,
-        request: Some(request),
     };
-    let link = link(parts, opts.mode)?;
-    // The client's first message lands here; posted before accepting, as
-    // fi_pingpong does.
-    let buf = link.ctrl.take().ok_or("no control buffer")?;
-    link.ep.recv(buf)?;
+    let mut link = link(parts, Source::Request(request), opts.mode)?;
+    link.open_buffers(max_size)?;
     link.ep.accept(ACCEPT_DATA)?;
     match next_cm(&eq, "server", &log, Some(CONNECT_TIMEOUT), &|| {})? {
         Some(Cm::Connected) => Ok(link),
-        Some(Cm::Refused(err, text)) => {
+        Some(Cm::Failed(err, text)) => {
             Err(format!("accepting {}: {err} ({text})", link.peer_name).into())
         }
         Some(_) => Err("unexpected event while accepting".into()),
@@ -356,51 +377,56 @@ pub fn accept(listener: Listener, opts: &Options) -> Res<Link> {
     }
 }
 
-/// Connects to the server at `host`:`port`.
-pub fn connect(opts: &Options, host: &str, port: u16, log: &Arc<EventLog>) -> Res<Link> {
-    let info = first(&hints(opts)?.node(host)?.service(&port.to_string())?)?;
+/// Opens the client's endpoint for the server at `host` whose fabric
+/// endpoint is `address`, with its buffers; `connect` then connects it.
+pub fn open(opts: &Options, host: &str, address: &Msg, log: &Arc<EventLog>) -> Res<Link> {
+    let mut hints = hints(opts)?.node(host)?;
+    if opts.ep == EpKind::Msg {
+        hints = hints.service(&address.a.to_string())?;
+    }
+    let info = first(&hints)?;
     let fabric = Fabric::open(&info)?;
-    let peer_name = format!("{host}:{port}");
-    let eq = match opts.ep {
-        EpKind::Msg => Some(fd_eq(&fabric)?),
-        EpKind::Rdm => None,
+    let (eq, peer_name) = match opts.ep {
+        EpKind::Msg => (Some(fd_eq(&fabric)?), format!("{host}:{}", address.a)),
+        EpKind::Rdm => {
+            let addr = socket_addr(&address.bytes).map_or(host.to_string(), |a| a.to_string());
+            (None, addr)
+        }
     };
     let parts = Parts {
         side: "client",
         fabric: &fabric,
-        info: &info,
-        eq: eq.clone(),
+        eq,
         pep: None,
         peer_name,
         log,
-        request: None,
     };
-    let mut link = link(parts, opts.mode)?;
-    let Some(eq) = eq else {
-        let av = link
-            .av
-            .as_ref()
-            .ok_or("an RDM endpoint without an address vector")?;
-        if info.dest_addr().is_empty() {
-            return Err(format!("fi_getinfo gave no address for {host}:{port}").into());
-        }
-        link.peer = av.insert(info.dest_addr())?;
-        return Ok(link);
+    let mut link = link(parts, Source::Info(&info), opts.mode)?;
+    link.open_buffers(opts.max_size())?;
+    if let Some(av) = &link.av {
+        link.peer = av.insert(&address.bytes)?;
+    }
+    Ok(link)
+}
+
+/// MSG endpoints: `fi_connect` and the wait for `FI_CONNECTED`. RDM
+/// endpoints have nothing to do.
+pub fn connect(link: &Link) -> Res<()> {
+    let Some(eq) = &link.eq else {
+        return Ok(());
     };
     link.ep.connect(CONNECT_DATA)?;
-    match next_cm(&eq, "client", log, Some(CONNECT_TIMEOUT), &|| {})? {
-        Some(Cm::Connected) => Ok(link),
-        Some(Cm::Refused(Errno::ConnRefused, _)) => Err(format!(
-            "{} refused the connection: is `pingpong -s` running there?",
-            link.peer_name
-        )
-        .into()),
-        Some(Cm::Refused(err, text)) => {
+    match next_cm(eq, "client", &link.log, Some(CONNECT_TIMEOUT), &|| {})? {
+        Some(Cm::Connected) => Ok(()),
+        Some(Cm::Failed(Errno::ConnRefused, _)) => {
+            Err(format!("{} refused the connection", link.peer_name).into())
+        }
+        Some(Cm::Failed(err, text)) => {
             Err(format!("connecting to {}: {err} ({text})", link.peer_name).into())
         }
         Some(_) => Err(format!("unexpected event while connecting to {}", link.peer_name).into()),
         None => Err(format!(
-            "no answer from {} within {CONNECT_TIMEOUT:?}: is `pingpong -s` running there?",
+            "no answer from {} within {CONNECT_TIMEOUT:?}",
             link.peer_name
         )
         .into()),
@@ -421,18 +447,18 @@ pub fn shutdown(link: &Link, initiate: bool) -> Res<()> {
         let _ = link.tx_cq.read(&mut [Default::default()]);
         let _ = link.rx_cq.read(&mut [Default::default()]);
     };
-    match next_cm(
-        eq,
-        link.side,
-        &link.log,
-        Some(Duration::from_secs(5)),
-        &drive,
-    )? {
-        Some(Cm::Shutdown) => Ok(()),
-        _ => {
-            link.log
-                .record(link.side, "no FI_SHUTDOWN within 5 s".into());
-            Ok(())
-        }
+    if !matches!(
+        next_cm(
+            eq,
+            link.side,
+            &link.log,
+            Some(Duration::from_secs(5)),
+            &drive
+        )?,
+        Some(Cm::Shutdown)
+    ) {
+        link.log
+            .record(link.side, "no FI_SHUTDOWN within 5 s".into());
     }
+    Ok(())
 }

@@ -1,16 +1,18 @@
-//! The ping-pong: control messages over the data endpoint, the timed loop,
-//! and the four ways of waiting for a completion.
+//! The ping-pong: the timed loop and the four ways of waiting for a
+//! completion.
 //!
-//! Protocol: the client sends HELLO (largest size, flags, and for RDM its own
-//! address), the server answers HELLO_ACK. For each size the client sends
-//! SYNC (size, iterations) and waits for SYNC_ACK; then both run the timed
-//! loop: the client sends and waits for the echo, the server waits and
-//! echoes. DONE / DONE_ACK end the run. Every receive is posted before the
-//! peer can send, and buffers are reused: nothing is allocated in the loop.
+//! Before each size the client and server synchronise over the control
+//! connection; then the client sends and waits for the echo, the server
+//! waits and echoes, `iterations` times. As in fi_pingpong, messages shorter
+//! than the inject size go with `fi_inject` (no send completion), longer
+//! ones with `fi_send` and its completion; every receive is posted again as
+//! soon as it completed, before the reply is sent. Buffers are reused:
+//! nothing is allocated in the loop.
 
 use super::cli::{Mode, Options};
+use super::control::{Control, Kind, FLAG_VERIFY};
 use super::report::Row;
-use super::setup::{Link, CTRL_LEN};
+use super::setup::Link;
 use super::Res;
 use libfabric::cq::{Context, ContextEntry, Read as CqRead};
 use libfabric::eq::ErrDataBuf;
@@ -27,71 +29,6 @@ const SLICE: Duration = Duration::from_millis(100);
 const SPINS_PER_CHECK: u32 = 4096;
 /// A progress line on stderr at most this often.
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
-
-const MAGIC: u32 = u32::from_le_bytes(*b"PPRS");
-const FLAG_VERIFY: u64 = 1;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Hello = 1,
-    HelloAck,
-    Sync,
-    SyncAck,
-    Done,
-    DoneAck,
-}
-
-impl Kind {
-    fn from_raw(raw: u32) -> Option<Self> {
-        [
-            Kind::Hello,
-            Kind::HelloAck,
-            Kind::Sync,
-            Kind::SyncAck,
-            Kind::Done,
-            Kind::DoneAck,
-        ]
-        .into_iter()
-        .find(|k| *k as u32 == raw)
-    }
-}
-
-/// A decoded control message.
-struct Ctrl {
-    kind: Kind,
-    a: u64,
-    b: u64,
-    name: Vec<u8>,
-}
-
-fn encode(buf: &mut [u8], kind: Kind, a: u64, b: u64, name: &[u8]) -> Res<()> {
-    if 28 + name.len() > CTRL_LEN {
-        return Err("an endpoint address too long for a control message".into());
-    }
-    buf[..4].copy_from_slice(&MAGIC.to_le_bytes());
-    buf[4..8].copy_from_slice(&(kind as u32).to_le_bytes());
-    buf[8..16].copy_from_slice(&a.to_le_bytes());
-    buf[16..24].copy_from_slice(&b.to_le_bytes());
-    buf[24..28].copy_from_slice(&(name.len() as u32).to_le_bytes());
-    buf[28..28 + name.len()].copy_from_slice(name);
-    Ok(())
-}
-
-fn decode(buf: &[u8]) -> Res<Ctrl> {
-    let word = |at: usize| u32::from_le_bytes(buf[at..at + 4].try_into().unwrap_or_default());
-    let long = |at: usize| u64::from_le_bytes(buf[at..at + 8].try_into().unwrap_or_default());
-    let kind = Kind::from_raw(word(4)).filter(|_| word(0) == MAGIC);
-    let name_len = (word(24) as usize).min(CTRL_LEN - 28);
-    match kind {
-        Some(kind) => Ok(Ctrl {
-            kind,
-            a: long(8),
-            b: long(16),
-            name: buf[28..28 + name_len].to_vec(),
-        }),
-        None => Err("the peer sent something that is not a pingpong control message".into()),
-    }
-}
 
 /// fi_pingpong's data pattern: the alphabet over and over, message `iter`
 /// starting at a different letter.
@@ -186,17 +123,16 @@ impl Progress {
 /// One side's data path.
 pub struct Driver<'l> {
     link: &'l Link,
+    pool: &'l BufferPool,
     wait: Wait<'l>,
-    /// Two slots of the largest size: one to send from, one to receive into.
-    pool: Option<BufferPool>,
+    /// The buffer sent from; the other one is posted to receive.
     tx: Option<Buffer>,
-    peer: libfabric::cq::Addr,
     verify: bool,
     progress: Progress,
 }
 
 impl<'l> Driver<'l> {
-    fn new(link: &'l Link, mode: Mode, verify: bool, progress: Progress) -> Res<Self> {
+    fn new(link: &'l Link, tx: Buffer, mode: Mode, progress: Progress) -> Res<Self> {
         let wait = match mode {
             Mode::Spin => Wait::Spin,
             Mode::Sread => Wait::Sread,
@@ -220,23 +156,12 @@ impl<'l> Driver<'l> {
         };
         Ok(Driver {
             link,
+            pool: link.pool.as_ref().ok_or("the link has no buffers")?,
             wait,
-            pool: None,
-            tx: None,
-            peer: link.peer,
-            verify,
+            tx: Some(tx),
+            verify: false,
             progress,
         })
-    }
-
-    /// Allocates the data buffers and posts the receive.
-    fn open_buffers(&mut self, max_size: usize) -> Res<()> {
-        let pool = BufferPool::new(&self.link.domain, 2, max_size.max(CTRL_LEN))?;
-        let rx = pool.take().ok_or("no receive buffer")?;
-        self.tx = Some(pool.take().ok_or("no transmit buffer")?);
-        self.pool = Some(pool);
-        self.link.ep.recv(rx)?;
-        Ok(())
     }
 
     /// Waits for the next completion of one queue; `None`: no time limit.
@@ -303,8 +228,7 @@ impl<'l> Driver<'l> {
         match cq.read_err(&mut data) {
             Ok(Some(mut err)) => {
                 // Hand the buffer back to its pool: nothing stays in flight.
-                let _ = self.pool.as_ref().and_then(|p| p.reclaim_err(&mut err));
-                let _ = self.link.ctrl.reclaim_err(&mut err);
+                let _ = self.pool.reclaim_err(&mut err);
                 let hint = match err.err {
                     Errno::Canceled | Errno::ConnReset | Errno::NotConn | Errno::Shutdown => {
                         format!(": {} closed the connection", self.link.peer_name)
@@ -326,9 +250,8 @@ impl<'l> Driver<'l> {
 
     /// The buffer a completion hands back.
     fn reclaim(&self, entry: &mut ContextEntry) -> Res<Buffer> {
-        let from_data = self.pool.as_ref().and_then(|p| p.reclaim(entry));
-        from_data
-            .or_else(|| self.link.ctrl.reclaim(entry))
+        self.pool
+            .reclaim(entry)
             .ok_or_else(|| "a completion for a buffer that is not ours".into())
     }
 
@@ -363,7 +286,7 @@ impl<'l> Driver<'l> {
         if len < self.link.inject_size {
             let mut deadline = None;
             loop {
-                match self.link.ep.inject(&tx[..len], self.peer) {
+                match self.link.ep.inject(&tx[..len], self.link.peer) {
                     Ok(()) => return Ok(tx),
                     Err(e) if e.errno() == Some(Errno::Again) => {
                         self.nudge(*deadline.get_or_insert_with(|| Instant::now() + STALL))?
@@ -375,7 +298,7 @@ impl<'l> Driver<'l> {
         let mut buf = tx;
         let mut deadline = None;
         loop {
-            match self.link.ep.send_to(buf, len, self.peer) {
+            match self.link.ep.send_to(buf, len, self.link.peer) {
                 Ok(()) => break,
                 Err(e) if e.is_again() => {
                     buf = e.buffer;
@@ -392,37 +315,6 @@ impl<'l> Driver<'l> {
     fn recv(&mut self, stall: Option<Duration>) -> Res<Buffer> {
         let mut done = self.next(Queue::Rx, stall)?;
         self.reclaim(&mut done)
-    }
-
-    fn send_ctrl(&mut self, kind: Kind, a: u64, b: u64, name: &[u8]) -> Res<()> {
-        let mut tx = self.tx.take().ok_or("no transmit buffer")?;
-        encode(&mut tx, kind, a, b, name)?;
-        self.tx = Some(self.send(tx, CTRL_LEN)?);
-        Ok(())
-    }
-
-    /// Waits for a control message; posts the receive again unless it ends
-    /// the run (or arrived in the control buffer).
-    fn recv_ctrl(&mut self, stall: Option<Duration>) -> Res<Ctrl> {
-        let rx = self.recv(stall)?;
-        let ctrl = decode(&rx)?;
-        let last = matches!(ctrl.kind, Kind::Hello | Kind::Done | Kind::DoneAck);
-        if !last {
-            self.link.ep.recv(rx)?;
-        }
-        Ok(ctrl)
-    }
-
-    fn expect_ctrl(&mut self, kind: Kind) -> Res<Ctrl> {
-        let ctrl = self.recv_ctrl(Some(STALL))?;
-        if ctrl.kind != kind {
-            return Err(format!(
-                "expected {kind:?} from {}, got {:?}",
-                self.link.peer_name, ctrl.kind
-            )
-            .into());
-        }
-        Ok(ctrl)
     }
 
     /// The client's timed loop: send, wait for the echo.
@@ -486,24 +378,15 @@ fn found<T>(read: CqRead<'_, T>) -> Found {
     }
 }
 
-/// The client side of a run: one row per size.
-pub fn client(link: &Link, opts: &Options, progress: Progress) -> Res<Vec<Row>> {
-    let mut d = Driver::new(link, opts.mode, opts.verify, progress)?;
-    d.open_buffers(opts.max_size())?;
-    // An RDM server learns where the client is from the HELLO.
-    let name = if link.av.is_some() {
-        link.ep.name()?
-    } else {
-        Vec::new()
-    };
-    let flags = if opts.verify { FLAG_VERIFY } else { 0 };
-    d.send_ctrl(Kind::Hello, opts.max_size() as u64, flags, &name)?;
-    d.expect_ctrl(Kind::HelloAck)?;
+/// The client side of a run, after the connection: one row per size.
+pub fn client(link: &Link, tx: Buffer, ctrl: &mut Control, opts: &Options) -> Res<Vec<Row>> {
+    let mut d = Driver::new(link, tx, opts.mode, Progress::new(true))?;
+    d.verify = opts.verify;
     let mut rows = Vec::with_capacity(opts.sizes.len());
     for &size in &opts.sizes {
         let iterations = opts.iterations_for(size);
-        d.send_ctrl(Kind::Sync, size as u64, iterations as u64, &[])?;
-        d.expect_ctrl(Kind::SyncAck)?;
+        ctrl.send(Kind::Sync, size as u64, iterations as u64, &[])?;
+        ctrl.expect(Kind::SyncAck)?;
         let elapsed = d.client_loop(size, iterations)?;
         rows.push(Row {
             size,
@@ -511,44 +394,36 @@ pub fn client(link: &Link, opts: &Options, progress: Progress) -> Res<Vec<Row>> 
             elapsed,
         });
     }
-    d.send_ctrl(Kind::Done, 0, 0, &[])?;
-    d.expect_ctrl(Kind::DoneAck)?;
+    ctrl.send(Kind::Done, 0, 0, &[])?;
+    ctrl.expect(Kind::DoneAck)?;
     Ok(rows)
 }
 
-/// The server side of a run: waits for the client's HELLO (forever if
-/// `patient`), then echoes whatever sizes the client asks for.
-pub fn server(link: &Link, mode: Mode, patient: bool, progress: Progress) -> Res<Vec<Row>> {
-    let mut d = Driver::new(link, mode, false, progress)?;
-    let hello = d.recv_ctrl(if patient { None } else { Some(STALL) })?;
-    if hello.kind != Kind::Hello {
-        return Err(format!(
-            "expected Hello from {}, got {:?}",
-            link.peer_name, hello.kind
-        )
-        .into());
-    }
-    d.verify = hello.b & FLAG_VERIFY != 0;
-    if let Some(av) = &link.av {
-        d.peer = av.insert(&hello.name)?;
-    }
-    d.open_buffers(
-        usize::try_from(hello.a).map_err(|_| "the client asked for an impossible size")?,
-    )?;
-    d.send_ctrl(Kind::HelloAck, 0, 0, &[])?;
+/// The server side of a run, after the connection: echoes whatever sizes
+/// the client asks for. `flags` are those of the client's `Hello`.
+pub fn server(
+    link: &Link,
+    tx: Buffer,
+    ctrl: &mut Control,
+    mode: Mode,
+    flags: u64,
+    progress: bool,
+) -> Res<Vec<Row>> {
+    let mut d = Driver::new(link, tx, mode, Progress::new(progress))?;
+    d.verify = flags & FLAG_VERIFY != 0;
     let mut rows = Vec::new();
     loop {
-        let ctrl = d.recv_ctrl(Some(STALL))?;
-        match ctrl.kind {
+        let msg = ctrl.recv()?;
+        match msg.kind {
             Kind::Sync => {
-                let (size, iterations) = (ctrl.a as usize, ctrl.b as usize);
+                let (size, iterations) = (msg.a as usize, msg.b as usize);
                 if size > d.tx.as_ref().map_or(0, |b| b.len()) {
                     return Err(format!(
                         "the client asked for {size} bytes, more than it announced"
                     )
                     .into());
                 }
-                d.send_ctrl(Kind::SyncAck, 0, 0, &[])?;
+                ctrl.send(Kind::SyncAck, 0, 0, &[])?;
                 let elapsed = d.server_loop(size, iterations)?;
                 rows.push(Row {
                     size,
@@ -557,7 +432,7 @@ pub fn server(link: &Link, mode: Mode, patient: bool, progress: Progress) -> Res
                 });
             }
             Kind::Done => {
-                d.send_ctrl(Kind::DoneAck, 0, 0, &[])?;
+                ctrl.send(Kind::DoneAck, 0, 0, &[])?;
                 return Ok(rows);
             }
             other => return Err(format!("unexpected {other:?} from {}", link.peer_name).into()),
