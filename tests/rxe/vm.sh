@@ -207,10 +207,14 @@ cmd_run() {
     t_start=$(now_us)
     [[ $script == /* ]] || die "GUEST_SCRIPT must be an absolute path: $script"
     [[ -f $script && -x $script ]] || die "not an executable file: $script"
-    case $script in
-        /tmp/* | /run/* | /dev/* | /proc/* | /sys/*)
-            die "$script is hidden in the guest (fresh /tmp, /run, /dev, /proc, /sys there)" ;;
-    esac
+    # The guest mounts fresh /tmp, /run, /dev, /proc and /sys; the
+    # repository itself is put back wherever it is (see /init).
+    if [[ $script != "$repo"/* ]]; then
+        case $script in
+            /tmp/* | /run/* | /dev/* | /proc/* | /sys/*)
+                die "$script is hidden in the guest (fresh /tmp, /run, /dev, /proc, /sys there)" ;;
+        esac
+    fi
     timeout=${RXE_VM_TIMEOUT:-600}
     if ! [[ $timeout =~ ^[0-9]+$ ]] || ((timeout < 30)); then
         die "RXE_VM_TIMEOUT must be a number of seconds >= 30"
@@ -363,6 +367,14 @@ mount -t devpts -o gid=5,mode=0620,ptmxmode=0666 devpts $r/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $r/dev/shm
 mount -t tmpfs -o mode=1777 tmpfs $r/tmp
 mount -t tmpfs -o mode=0755 tmpfs $r/run
+# A repository under /tmp or /run (hidden by the tmpfs just mounted) is put
+# back, read-only like the rest of the host's root.
+case $REPO in
+/tmp/* | /run/*)
+    mkdir -p "$r$REPO"
+    mount -o bind "/lower$REPO" "$r$REPO" || die "cannot bind the repository $REPO"
+    ;;
+esac
 mkdir -p "$r/lib/modules/$KVER"
 mount -o bind "$r$MODDIR" "$r/lib/modules/$KVER" || die "cannot bind the kernel modules"
 mount -o bind /results "$r$RESULTS" || die "cannot bind the results share"
