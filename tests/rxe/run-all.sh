@@ -23,9 +23,9 @@ executables() {
 
 start=$SECONDS
 say "building the test binaries"
-ibv=$(cargo test -p ibverbs-async --features rxe-tests,tokio --no-run 2>&1 | tee /dev/stderr | executables | grep '/rxe_' || true)
-sys=$(cargo test -p libfabric-sys --test verbs_calls --no-run 2>&1 | tee /dev/stderr | executables)
-fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee /dev/stderr | executables | grep -v '/compile_fail-' || true)
+ibv=$(cargo test -p ibverbs-async --features rxe-tests,tokio --no-run 2>&1 | tee -a /dev/stderr | executables | grep '/rxe_' || true)
+sys=$(cargo test -p libfabric-sys --test verbs_calls --no-run 2>&1 | tee -a /dev/stderr | executables)
+fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee -a /dev/stderr | executables | grep -v '/compile_fail-' || true)
 cargo build --example asyncwatch
 asyncwatch=target/debug/examples/asyncwatch
 cargo build --example rc_pingpong
