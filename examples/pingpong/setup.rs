@@ -106,20 +106,6 @@ fn first(hints: &Hints) -> Res<Info> {
         .ok_or_else(|| "fi_getinfo returned an empty list".into())
 }
 
-/// The transmit inject size (`tx_attr->inject_size`), read from
-/// libfabric's own description of the fi_info.
-fn inject_size(info: &InfoEntry) -> usize {
-    let text = info.to_text();
-    let Some(at) = text.find("fi_tx_attr:") else {
-        return 0;
-    };
-    text[at..]
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("inject_size:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 fn open_cqs(
     domain: &Domain,
     info: &InfoEntry,
@@ -183,7 +169,7 @@ fn link(p: Parts<'_>, source: Source<'_>, mode: Mode) -> Res<Link> {
     ep.enable()?;
     Ok(Link {
         side: p.side,
-        inject_size: inject_size(ep.info()),
+        inject_size: ep.info().inject_size(),
         ep,
         tx_cq,
         rx_cq,

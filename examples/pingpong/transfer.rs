@@ -164,8 +164,8 @@ impl<'l> Driver<'l> {
         })
     }
 
-    /// Waits for the next completion of one queue; `None`: no time limit.
-    fn next(&mut self, queue: Queue, stall: Option<Duration>) -> Res<ContextEntry> {
+    /// Waits for the next completion of one queue, at most [`STALL`].
+    fn next(&mut self, queue: Queue) -> Res<ContextEntry> {
         let cq = match queue {
             Queue::Tx => &self.link.tx_cq,
             Queue::Rx => &self.link.rx_cq,
@@ -208,7 +208,7 @@ impl<'l> Driver<'l> {
                 continue;
             }
             let since = *since.get_or_insert_with(Instant::now);
-            if stall.is_some_and(|s| since.elapsed() > s) {
+            if since.elapsed() > STALL {
                 return Err(format!(
                     "{}: no completion from {} for {STALL:?}: the peer stopped answering",
                     self.link.side, self.link.peer_name
@@ -261,7 +261,7 @@ impl<'l> Driver<'l> {
         let now = Instant::now();
         if now > deadline {
             return Err(format!(
-                "{}: {} does not answer: is `pingpong -s` running there?",
+                "{}: the provider kept refusing to send to {} (-FI_EAGAIN) for {STALL:?}",
                 self.link.side, self.link.peer_name
             )
             .into());
@@ -307,13 +307,13 @@ impl<'l> Driver<'l> {
                 Err(e) => return Err(e.error.into()),
             }
         }
-        let mut done = self.next(Queue::Tx, Some(STALL))?;
+        let mut done = self.next(Queue::Tx)?;
         self.reclaim(&mut done)
     }
 
     /// Waits for the next message and gives its buffer back.
-    fn recv(&mut self, stall: Option<Duration>) -> Res<Buffer> {
-        let mut done = self.next(Queue::Rx, stall)?;
+    fn recv(&mut self) -> Res<Buffer> {
+        let mut done = self.next(Queue::Rx)?;
         self.reclaim(&mut done)
     }
 
@@ -326,7 +326,7 @@ impl<'l> Driver<'l> {
                 fill(&mut tx[..size], i);
             }
             tx = self.send(tx, size)?;
-            let rx = self.recv(Some(STALL))?;
+            let rx = self.recv()?;
             if self.verify {
                 check(&rx[..size], i, "client")?;
             }
@@ -345,7 +345,7 @@ impl<'l> Driver<'l> {
         let mut tx = self.tx.take().ok_or("no transmit buffer")?;
         let start = Instant::now();
         for i in 0..iterations {
-            let rx = self.recv(Some(STALL))?;
+            let rx = self.recv()?;
             if self.verify {
                 check(&rx[..size], i, "server")?;
             }

@@ -859,6 +859,16 @@ impl<F: Format> CompletionQueue<F> {
 /// dropping them would. One null check per entry when all were reclaimed.
 #[inline]
 fn release_overwritten<E: CompletionEntry>(buf: &mut [E]) {
+    // One OR per entry and a single branch in the usual case, where every
+    // completion was reclaimed.
+    if buf.iter().fold(0, |any, e| any | e.context()) != 0 {
+        release_overwritten_slow(buf);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn release_overwritten_slow<E: CompletionEntry>(buf: &mut [E]) {
     for entry in buf {
         if entry.context() != 0 {
             crate::buffer::release_unreclaimed(entry.take_context());

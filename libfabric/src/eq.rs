@@ -472,19 +472,16 @@ impl EventQueue {
         self.read_flags(buf, sys::FI_PEEK, "fi_eq_read(FI_PEEK)")
     }
 
+    #[inline(always)]
     fn check_buf(&self, buf: &EventBuf) -> Result<()> {
         let needed = self.inner.max_cm_data.load(Ordering::Relaxed);
         if buf.cm_data_capacity() < needed {
-            return Err(Error::BufferTooSmall {
-                what: "EventBuf connection data capacity",
-                needed,
-                given: buf.cm_data_capacity(),
-            });
+            return Err(buf_too_small(needed, buf.cm_data_capacity()));
         }
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn read_flags<'b>(
         &self,
         buf: &'b mut EventBuf,
@@ -605,12 +602,10 @@ impl EventQueue {
     /// `fi_eq_write` of an `FI_NOTIFY` event (a `struct fi_eq_entry`). Needs
     /// a queue opened with [`EqAttr::write`].
     #[doc(alias = "fi_eq_write")]
+    #[inline]
     pub fn write_notify(&self, fid: Fid, context: usize, data: u64) -> Result<()> {
         if !self.inner.writable {
-            return Err(Error::InvalidArgument(
-                "fi_eq_write needs an event queue opened with FI_WRITE (EqAttr::write(true))"
-                    .into(),
-            ));
+            return Err(not_writable());
         }
         let entry = sys::fi_eq_entry {
             fid: fid.0 as *mut sys::fid,
@@ -673,7 +668,23 @@ impl EventQueue {
     }
 }
 
-#[inline]
+#[cold]
+fn buf_too_small(needed: usize, given: usize) -> Error {
+    Error::BufferTooSmall {
+        what: "EventBuf connection data capacity",
+        needed,
+        given,
+    }
+}
+
+#[cold]
+fn not_writable() -> Error {
+    Error::InvalidArgument(
+        "fi_eq_write needs an event queue opened with FI_WRITE (EqAttr::write(true))".into(),
+    )
+}
+
+#[inline(always)]
 pub(crate) fn decode<'b>(
     eq: &EqInner,
     ret: isize,

@@ -601,6 +601,12 @@ impl InfoEntry {
         unsafe { self.0.tx_attr.as_ref() }.map_or(0, |a| a.size)
     }
 
+    /// Largest message `fi_inject` takes (`tx_attr->inject_size`).
+    pub fn inject_size(&self) -> usize {
+        // SAFETY: NULL or valid for the fi_info's life.
+        unsafe { self.0.tx_attr.as_ref() }.map_or(0, |a| a.inject_size)
+    }
+
     /// Receive queue depth.
     pub fn rx_size(&self) -> usize {
         // SAFETY: NULL or valid for the fi_info's life.

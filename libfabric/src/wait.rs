@@ -169,32 +169,54 @@ pub(crate) fn query_wait_obj(fid: *mut sys::fid, requested: WaitObj) -> WaitObj 
 /// with [`Error::WrongWaitMode`] (libfabric itself answers 0, "may block",
 /// for it).
 #[doc(alias = "fi_trywait")]
+#[inline]
 pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     const STACK: usize = 16;
-    let mut stack = [ptr::null_mut::<sys::fid>(); STACK];
-    let mut heap = Vec::new();
-    let fids: &mut [*mut sys::fid] = if queues.len() <= STACK {
-        &mut stack[..queues.len()]
-    } else {
-        heap.resize(queues.len(), ptr::null_mut());
-        &mut heap
-    };
-    for (slot, q) in fids.iter_mut().zip(queues) {
-        if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
-            return Err(Error::InvalidArgument(
-                "fi_trywait: every queue must belong to the fabric given".into(),
-            ));
-        }
-        if q.wait_obj() == WaitObj::None {
-            return Err(Error::WrongWaitMode {
-                call: "fi_trywait",
-                needed: "any wait object but FI_WAIT_NONE",
-                actual: WaitObj::None,
-            });
-        }
-        *slot = q.wait_fid();
+    if queues.len() > STACK {
+        return trywait_many(fabric, queues);
     }
+    let mut stack = [std::mem::MaybeUninit::<*mut sys::fid>::uninit(); STACK];
+    for (slot, q) in stack.iter_mut().zip(queues) {
+        slot.write(checked_fid(fabric, *q)?);
+    }
+    // SAFETY: the first queues.len() slots were written above.
+    let fids = unsafe { std::slice::from_raw_parts_mut(stack.as_mut_ptr().cast(), queues.len()) };
     trywait_raw(fabric.inner.fid.as_ptr(), fids)
+}
+
+/// The fid of a queue fi_trywait may be given, or why not.
+#[inline(always)]
+fn checked_fid(fabric: &Fabric, q: &dyn Waitable) -> Result<*mut sys::fid> {
+    if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
+        return Err(foreign_queue());
+    }
+    if q.wait_obj() == WaitObj::None {
+        return Err(no_wait_object());
+    }
+    Ok(q.wait_fid())
+}
+
+#[cold]
+fn foreign_queue() -> Error {
+    Error::InvalidArgument("fi_trywait: every queue must belong to the fabric given".into())
+}
+
+#[cold]
+fn no_wait_object() -> Error {
+    Error::WrongWaitMode {
+        call: "fi_trywait",
+        needed: "any wait object but FI_WAIT_NONE",
+        actual: WaitObj::None,
+    }
+}
+
+#[cold]
+fn trywait_many(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
+    let fids = queues
+        .iter()
+        .map(|q| checked_fid(fabric, *q))
+        .collect::<Result<Vec<_>>>();
+    trywait_raw(fabric.inner.fid.as_ptr(), &mut fids?)
 }
 
 #[inline]

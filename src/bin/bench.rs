@@ -2,10 +2,10 @@
 //!
 //! Every C baseline (`bench/baselines.c`, built by `build.rs`) and its Rust
 //! counterpart on the safe `libfabric` API run alternately, round after
-//! round, on the same queues; the table gives the medians and the median of
-//! the per-round Rust/C ratios. Then libfabric's `fi_pingpong` and the Rust
-//! pingpong example run over tcp loopback with the same provider, endpoint
-//! type, sizes and iterations.
+//! round, on the same queues; the table gives the medians of all samples of
+//! each side, their ratio, and the quartiles of the per-round ratios. Then
+//! libfabric's `fi_pingpong` and the Rust pingpong example run over tcp
+//! loopback with the same provider, endpoint type, sizes and iterations.
 //!
 //! `bench pingpong ARGS` runs the Rust pingpong itself (the code of
 //! `examples/pingpong.rs`); the benchmark starts its server and client that
@@ -40,8 +40,9 @@ Usage:
                                 fi_pingpong against the Rust pingpong
   bench pingpong [OPTIONS]      the Rust pingpong itself (see `bench pingpong -h`)
 
-C and Rust run alternately, round after round, on the same queues; the
-table gives medians and the median of the per-round Rust/C ratios.
+C and Rust run alternately, round after round, on the same queues. The
+table gives the medians of all C and all Rust samples and their ratio, with
+the quartiles of the per-round ratios, which show how noisy the rounds were.
 
 Options:
   --quick               a short run (about a minute)
@@ -206,6 +207,9 @@ fn main() {
         Vec::new()
     };
     println!("\n{}\n{}", context, report::text(&lines));
+    if !points.is_empty() {
+        println!("{}", report::fast_text(&points));
+    }
     if !counted.is_empty() {
         println!("\n{}", report::instructions_text(&counted));
     }
@@ -220,7 +224,7 @@ fn main() {
         println!("targets missed: {}", missed.join("; "));
     }
     if let Some(path) = &settings.markdown {
-        write(path, &report::markdown(&lines, &counted, &context));
+        write(path, &report::markdown(&lines, &points, &counted, &context));
     }
     if let Some(path) = &settings.plot {
         if points.is_empty() {
@@ -386,12 +390,15 @@ fn pingpong_benchmarks(s: &Settings) -> (Vec<Line>, Vec<SizePoint>) {
             &rounds(rust, &mbps),
             Target::AtLeast(BANDWIDTH_TARGET),
         );
+        let fast = |v: &[f64]| report::quantile(&mut v.to_vec(), 0.25);
         points.push(SizePoint {
             size,
             c_usec: lat.c,
             rust_usec: lat.rust,
             c_mbps: bw.c,
             rust_mbps: bw.rust,
+            c_fast_usec: fast(c),
+            rust_fast_usec: fast(rust),
         });
         lines.push(lat);
         lines.push(bw);

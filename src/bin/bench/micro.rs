@@ -9,7 +9,7 @@ use libfabric::tokio::AsyncEventQueue;
 use libfabric::wait::{trywait, TryWait, WaitObj, Waiter, Wake};
 use libfabric::{getinfo, CompletionQueue, Domain, EventQueue, Fabric, Hints};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Completions per `fi_cq_read`, as in the C baseline.
 pub const CQ_BATCH: usize = 8;
@@ -147,18 +147,28 @@ fn per_call(total: Result<u64, i64>, iters: u64, what: &str) -> Result<Vec<f64>,
     }
 }
 
-/// The calling thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`), the
-/// clock of the per-call cases on both sides: time the thread spends
-/// preempted by other load does not count.
-pub fn cpu_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime(2) writes one timespec to the valid pointer it
-    // is given; CLOCK_THREAD_CPUTIME_ID is supported on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    // is given; the clocks used here exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut t) };
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// The calling thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`), the
+/// clock of the per-call cases on both sides: time the thread spends
+/// preempted by other load does not count.
+pub fn cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// `CLOCK_MONOTONIC` in ns, read exactly as the C side reads it: the clock
+/// of the wake-up latencies.
+fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 fn elapsed_per_call(start: u64, iters: u64) -> Vec<f64> {
@@ -302,8 +312,8 @@ fn c_wake_poll(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
 
 /// The Rust writer thread, the twin of the C one: waits for the reader's
 /// acknowledgement, sleeps [`WAKE_GAP`], writes an event whose data is the
-/// time of the write in ns since `base`.
-fn spawn_writer(p: &WakePair, iters: u64, base: Instant) -> thread::JoinHandle<Result<(), String>> {
+/// `CLOCK_MONOTONIC` time of the write.
+fn spawn_writer(p: &WakePair, iters: u64) -> thread::JoinHandle<Result<(), String>> {
     let (eq, ack) = (p.eq.clone(), p.ack.clone());
     thread::spawn(move || {
         let mut buf = EventBuf::new();
@@ -316,8 +326,8 @@ fn spawn_writer(p: &WakePair, iters: u64, base: Instant) -> thread::JoinHandle<R
                 }
             }
             thread::sleep(WAKE_GAP);
-            let now = base.elapsed().as_nanos() as u64;
-            eq.write_notify(fid, 0, now).map_err(|e| e.to_string())
+            eq.write_notify(fid, 0, mono_ns())
+                .map_err(|e| e.to_string())
         });
         if result.is_err() {
             // The reader may wait without a time limit: wake it up.
@@ -328,12 +338,8 @@ fn spawn_writer(p: &WakePair, iters: u64, base: Instant) -> thread::JoinHandle<R
 }
 
 /// Records the latency of the event just read and acknowledges it.
-fn take_sample(
-    read: libfabric::Result<Read<'_>>,
-    base: Instant,
-    ack: &EventQueue,
-) -> Result<u64, String> {
-    let now = base.elapsed().as_nanos() as u64;
+fn take_sample(read: libfabric::Result<Read<'_>>, ack: &EventQueue) -> Result<u64, String> {
+    let now = mono_ns();
     match read {
         Ok(Read::Event(Event::Notify(e))) if e.data != WRITER_FAILED => {
             ack.write_notify(ack.fid(), 0, 0)
@@ -358,10 +364,9 @@ fn rust_wake_sread(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     let p = wake_pair(q)?;
     let mut samples = vec![0u64; iters as usize];
     let mut buf = EventBuf::new();
-    let base = Instant::now();
-    let writer = spawn_writer(&p, iters, base);
+    let writer = spawn_writer(&p, iters);
     let reader = samples.iter_mut().try_for_each(|s| {
-        *s = take_sample(p.eq.sread(&mut buf, Some(TIMEOUT)), base, &p.ack)?;
+        *s = take_sample(p.eq.sread(&mut buf, Some(TIMEOUT)), &p.ack)?;
         Ok(())
     });
     join(writer, reader)?;
@@ -373,8 +378,7 @@ fn rust_wake_waiter(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     let mut samples = vec![0u64; iters as usize];
     let mut buf = EventBuf::new();
     let mut waiter = Waiter::new(&q.fabric, &[&p.eq]).map_err(|e| e.to_string())?;
-    let base = Instant::now();
-    let writer = spawn_writer(&p, iters, base);
+    let writer = spawn_writer(&p, iters);
     let reader = samples.iter_mut().try_for_each(|s| loop {
         match p.eq.read(&mut buf) {
             Ok(Read::Empty) => match waiter.wait(Some(TIMEOUT)) {
@@ -382,7 +386,7 @@ fn rust_wake_waiter(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
                 other => return Err(format!("reader: Waiter::wait gave {other:?}")),
             },
             read => {
-                *s = take_sample(read, base, &p.ack)?;
+                *s = take_sample(read, &p.ack)?;
                 return Ok(());
             }
         }
@@ -399,13 +403,12 @@ fn rust_wake_tokio(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
         .enable_io()
         .build()
         .map_err(|e| e.to_string())?;
-    let base = Instant::now();
-    let writer = spawn_writer(&p, iters, base);
+    let writer = spawn_writer(&p, iters);
     let reader = rt.block_on(async {
         let aeq = AsyncEventQueue::new(p.eq.clone()).map_err(|e| e.to_string())?;
         let mut buf = EventBuf::new();
         for s in samples.iter_mut() {
-            *s = take_sample(aeq.read(&mut buf).await, base, &p.ack)?;
+            *s = take_sample(aeq.read(&mut buf).await, &p.ack)?;
         }
         Ok(())
     });

@@ -158,7 +158,12 @@ pub fn instructions_text(counted: &[Counted]) -> String {
 }
 
 /// The results as a markdown document.
-pub fn markdown(lines: &[Line], counted: &[Counted], context: &str) -> String {
+pub fn markdown(
+    lines: &[Line],
+    points: &[SizePoint],
+    counted: &[Counted],
+    context: &str,
+) -> String {
     let mut out = String::from("# C vs Rust benchmarks\n\n");
     let _ = writeln!(out, "{context}\n");
     out.push_str(
@@ -183,6 +188,22 @@ pub fn markdown(lines: &[Line], counted: &[Counted], context: &str) -> String {
             l.verdict()
         );
     }
+    if !points.is_empty() {
+        let _ = write!(
+            out,
+            "\nPingpong latency, {FAST_NOTE}:\n\n| size | fi_pingpong | Rust | Rust/C |\n|---:|---:|---:|---:|\n"
+        );
+        for p in points {
+            let _ = writeln!(
+                out,
+                "| {} B | {:.2} us | {:.2} us | {:.3} |",
+                p.size,
+                p.c_fast_usec,
+                p.rust_fast_usec,
+                p.rust_fast_usec / p.c_fast_usec
+            );
+        }
+    }
     if !counted.is_empty() {
         out.push_str(
             "\nUser-space instructions per call (per wake-up on the reading side), counted \
@@ -203,7 +224,8 @@ pub fn markdown(lines: &[Line], counted: &[Counted], context: &str) -> String {
     out
 }
 
-/// The pingpong medians of one message size.
+/// The pingpong medians of one message size, and the lower quartile of
+/// each tool's rounds.
 #[derive(Debug, Clone, Copy)]
 pub struct SizePoint {
     pub size: usize,
@@ -211,6 +233,27 @@ pub struct SizePoint {
     pub rust_usec: f64,
     pub c_mbps: f64,
     pub rust_mbps: f64,
+    pub c_fast_usec: f64,
+    pub rust_fast_usec: f64,
+}
+
+const FAST_NOTE: &str = "lower quartile of each tool's rounds (the least disturbed quarter: \
+    on a busy machine the rounds of both tools swing between a fast and a slow mode)";
+
+/// The lower quartiles of the pingpong rounds as text.
+pub fn fast_text(points: &[SizePoint]) -> String {
+    let mut out = format!("pingpong latency, {FAST_NOTE}:\n");
+    for p in points {
+        let _ = writeln!(
+            out,
+            "  {:>6} B: fi_pingpong {:.2} us, Rust {:.2} us, Rust/C {:.3}",
+            p.size,
+            p.c_fast_usec,
+            p.rust_fast_usec,
+            p.rust_fast_usec / p.c_fast_usec
+        );
+    }
+    out
 }
 
 fn size_label(size: usize) -> String {
