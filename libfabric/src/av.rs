@@ -1,5 +1,23 @@
 //! Address vectors (`fi_av(3)`): peer addresses for connectionless
 //! endpoints.
+//!
+//! ```
+//! use libfabric::{av::AvType, cq::{CqAttr, Tagged}, ep::CqBind, info::{Caps, EpType}};
+//! use libfabric::{getinfo, AddressVector, CompletionQueue, Domain, Endpoint, Fabric, Hints};
+//! let hints = Hints::new()?.provider("tcp;ofi_rxm")?.ep_type(EpType::Rdm)
+//!     .caps(Caps::MSG | Caps::TAGGED).node("127.0.0.1")?;
+//! let info = getinfo(&hints)?.into_iter().next().expect("tcp;ofi_rxm");
+//! let domain = Domain::open(&Fabric::open(&info)?, &info)?;
+//! let av = AddressVector::open(&domain, AvType::Map, 8)?;
+//! let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new())?;
+//! let ep = Endpoint::open(&domain, &info)?;
+//! ep.bind_av(&av)?;
+//! ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV)?;
+//! ep.enable()?;
+//! let me = av.insert(&ep.name()?)?; // the endpoint's own address
+//! av.remove(me)?;
+//! # Ok::<(), libfabric::Error>(())
+//! ```
 
 use crate::cq::Addr;
 use crate::domain::{Domain, DomainInner};

@@ -8,6 +8,15 @@
 //! the peer hears at once and the provider frees the handle. Rejecting twice,
 //! rejecting after accepting, or opening two endpoints from one request, each
 //! a use-after-free inside the provider, cannot be written.
+//!
+//! ```compile_fail,E0382
+//! fn answer(domain: &libfabric::Domain, request: libfabric::ConnRequest) {
+//!     let _ = request.reject(b"no");
+//!     let _ = libfabric::Endpoint::from_request(domain, request); // already answered
+//! }
+//! ```
+//!
+//! The [`ep`](crate::ep) module's example accepts a request.
 
 use crate::ep::{check_cm_data, PepInner};
 use crate::error::{check, Error};

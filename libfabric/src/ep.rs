@@ -1,5 +1,86 @@
 //! Endpoints (`fi_endpoint(3)`, `fi_cm(3)`, `fi_msg(3)`, `fi_tagged(3)`):
 //! enough to produce real connection events and completions.
+//!
+//! A whole connection over the tcp provider, both sides in one process
+//! (the tcp provider progresses connections while their queues are read):
+//!
+//! ```
+//! use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
+//! use libfabric::ep::CqBind;
+//! use libfabric::eq::{EqAttr, Event, EventBuf, Read};
+//! use libfabric::info::{Caps, EpType};
+//! use libfabric::wait::WaitObj;
+//! use libfabric::*;
+//!
+//! fn hints() -> Result<Hints> {
+//!     Ok(Hints::new()?.provider("tcp")?.ep_type(EpType::Msg).caps(Caps::MSG))
+//! }
+//! fn first(h: Hints) -> Result<Info> {
+//!     Ok(getinfo(&h)?.into_iter().next().expect("tcp provider"))
+//! }
+//! // Passive side: listen on an ephemeral port of 127.0.0.1.
+//! let info = first(hints()?.node("127.0.0.1")?.service("0")?.source(true))?;
+//! let fabric = Fabric::open(&info)?;
+//! let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd))?;
+//! let pep = PassiveEndpoint::open(&fabric, &info)?;
+//! pep.bind_eq(&eq)?;
+//! pep.listen()?;
+//! let port = pep.local_addr()?.port();
+//!
+//! // Active side: connect with 5 bytes of connection data.
+//! let cinfo = first(hints()?.node("127.0.0.1")?.service(&port.to_string())?)?;
+//! let domain = Domain::open(&fabric, &cinfo)?;
+//! let client_eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd))?;
+//! let client_cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new())?;
+//! let client = Endpoint::open(&domain, &cinfo)?;
+//! client.bind_eq(&client_eq)?;
+//! client.bind_cq(&client_cq, CqBind::TRANSMIT | CqBind::RECV)?;
+//! client.enable()?;
+//! client.connect(b"hello")?;
+//!
+//! // Passive side: the request arrives on the EQ; accept it.
+//! let mut buf = EventBuf::new();
+//! let request = loop {
+//!     let _ = client_eq.peek(&mut EventBuf::new()); // progress the client
+//!     if let Read::Event(Event::ConnReq(req)) = eq.sread(&mut buf, Some(std::time::Duration::from_millis(10)))? {
+//!         assert_eq!(req.data, b"hello");
+//!         break req.request.expect("a read request is owned");
+//!     }
+//! };
+//! let server_domain = Domain::open(&fabric, request.info())?;
+//! let server_cq = CompletionQueue::<Msg>::open(&server_domain, &CqAttr::new())?;
+//! let server = Endpoint::from_request(&server_domain, request)?;
+//! server.bind_eq(&eq)?;
+//! server.bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)?;
+//! server.enable()?;
+//! server.accept(b"welcome")?;
+//! loop {
+//!     let _ = eq.peek(&mut EventBuf::new()); // progress the server
+//!     if let Read::Event(Event::Connected(c)) = client_eq.read(&mut buf)? {
+//!         assert_eq!(c.data, b"welcome");
+//!         break;
+//!     }
+//! }
+//!
+//! // Data: the buffers move into the provider and come back with their
+//! // completions.
+//! let server_pool = BufferPool::new(&server_domain, 2, 4096)?;
+//! let client_pool = BufferPool::new(&domain, 2, 4096)?;
+//! server.recv(server_pool.take().unwrap())?;
+//! let mut tx = client_pool.take().unwrap();
+//! tx[..4].copy_from_slice(b"ping");
+//! client.send(tx, 4)?;
+//! let mut entries: [MsgEntry; 1] = Default::default();
+//! let rx = loop {
+//!     let _ = client_cq.read(&mut [MsgEntry::default()]);
+//!     if let CqRead::Completions(done) = server_cq.read(&mut entries)? {
+//!         assert_eq!(done[0].len(), 4);
+//!         break server_pool.reclaim(&mut done[0]).expect("the receive's buffer");
+//!     }
+//! };
+//! assert_eq!(&rx[..4], b"ping");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::av::{AddressVector, AvInner};
 use crate::buffer::Buffer;
