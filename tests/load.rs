@@ -267,37 +267,14 @@ fn a_million_real_completions_read_by_several_threads() {
     assert_eq!(seen.first_missing(), None);
 
     // The receives still posted come back when the endpoint is closed.
-    let Pair {
-        fabric,
-        pep,
-        server_eq,
-        client_eq,
-        server_domain,
-        client_domain,
-        server,
-        client,
-        server_cq,
-        client_cq,
-        server_pool,
-        client_pool,
-    } = pair;
-    server.close().expect("close the server endpoint");
-    let (flushed, completed) =
-        reclaim_flushed(&server_cq, &server_pool, WINDOW, Duration::from_secs(10));
-    println!("closing the server endpoint flushed {flushed} posted receives");
-    assert_eq!((flushed, completed), (WINDOW, 0));
-    assert_pool_whole(&server_pool, WINDOW);
-    assert_pool_whole(&client_pool, WINDOW);
-    client.close().expect("close the client endpoint");
-    drop((server_pool, client_pool));
-    server_cq.close().expect("close the server CQ");
-    client_cq.close().expect("close the client CQ");
-    server_domain.close().expect("close the server domain");
-    client_domain.close().expect("close the client domain");
-    pep.close().expect("close the passive endpoint");
-    server_eq.close().expect("close the server EQ");
-    client_eq.close().expect("close the client EQ");
-    fabric.close().expect("close the fabric");
+    pair.close(|server_cq, server_pool, client_pool| {
+        let (flushed, completed) =
+            reclaim_flushed(server_cq, server_pool, WINDOW, Duration::from_secs(10));
+        println!("closing the server endpoint flushed {flushed} posted receives");
+        assert_eq!((flushed, completed), (WINDOW, 0));
+        assert_pool_whole(server_pool, WINDOW);
+        assert_pool_whole(client_pool, WINDOW);
+    });
 }
 
 /// One reader of the receive completion queue; returns how many receives it

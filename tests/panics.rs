@@ -69,31 +69,7 @@ fn send_numbered(pair: &Pair<Msg>, count: u64) {
 fn close_pair(pair: Pair<Msg>) {
     assert_pool_whole(&pair.server_pool, SLOTS);
     assert_pool_whole(&pair.client_pool, SLOTS);
-    let Pair {
-        fabric,
-        pep,
-        server_eq,
-        client_eq,
-        server_domain,
-        client_domain,
-        server,
-        client,
-        server_cq,
-        client_cq,
-        server_pool,
-        client_pool,
-    } = pair;
-    server.close().expect("close the server endpoint");
-    client.close().expect("close the client endpoint");
-    drop((server_pool, client_pool));
-    server_cq.close().expect("close the server CQ");
-    client_cq.close().expect("close the client CQ");
-    server_domain.close().expect("close the server domain");
-    client_domain.close().expect("close the client domain");
-    pep.close().expect("close the passive endpoint");
-    server_eq.close().expect("close the server EQ");
-    client_eq.close().expect("close the client EQ");
-    fabric.close().expect("close the fabric");
+    pair.close(|_, _, _| {});
 }
 
 #[test]
@@ -192,42 +168,18 @@ fn a_panic_with_operations_in_flight_loses_no_buffer() {
 
     // Closing the endpoint flushes the receives; their error completions
     // hand the buffers back.
-    let Pair {
-        fabric,
-        pep,
-        server_eq,
-        client_eq,
-        server_domain,
-        client_domain,
-        server,
-        client,
-        server_cq,
-        client_cq,
-        server_pool,
-        client_pool,
-    } = pair;
-    server
-        .close()
-        .expect("close the endpoint with receives in flight");
-    let (flushed, completed) =
-        reclaim_flushed(&server_cq, &server_pool, SLOTS, Duration::from_secs(10));
-    assert_eq!((flushed, completed), (SLOTS, 0));
-    println!(
-        "panicked with {SLOTS} receives in flight; closing the endpoint flushed {flushed}, each \
-         handed its buffer back"
-    );
-    assert_pool_whole(&server_pool, SLOTS);
-    assert_pool_whole(&client_pool, SLOTS);
-    client.close().expect("close the client endpoint");
-    drop((server_pool, client_pool));
-    server_cq.close().expect("close the server CQ");
-    client_cq.close().expect("close the client CQ");
-    server_domain.close().expect("close the server domain");
-    client_domain.close().expect("close the client domain");
-    pep.close().expect("close the passive endpoint");
-    server_eq.close().expect("close the server EQ");
-    client_eq.close().expect("close the client EQ");
-    fabric.close().expect("close the fabric");
+    // (The server endpoint closes first.)
+    pair.close(|server_cq, server_pool, client_pool| {
+        let (flushed, completed) =
+            reclaim_flushed(server_cq, server_pool, SLOTS, Duration::from_secs(10));
+        assert_eq!((flushed, completed), (SLOTS, 0));
+        println!(
+            "panicked with {SLOTS} receives in flight; closing the endpoint flushed {flushed}, each \
+             handed its buffer back"
+        );
+        assert_pool_whole(server_pool, SLOTS);
+        assert_pool_whole(client_pool, SLOTS);
+    });
 }
 
 /// A client endpoint connecting to `pep`, with its own domain, EQ and CQ.

@@ -349,3 +349,47 @@ pub struct RemoteAddr {
     /// The region's remote key.
     pub rkey: u32,
 }
+
+/// The memory regions a QP or SRQ was given work on, kept registered until
+/// the queue is destroyed: the device may use them until then.
+pub(crate) struct HeldMrs {
+    mrs: std::sync::Mutex<std::collections::HashMap<ObjectId, Arc<MrInner>>>,
+    /// The id of the region held last: posting on it again, the steady state
+    /// of a data path, takes no lock.
+    last: std::sync::atomic::AtomicU64,
+}
+
+impl HeldMrs {
+    pub(crate) fn new() -> Self {
+        HeldMrs {
+            mrs: std::sync::Mutex::new(std::collections::HashMap::new()),
+            last: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Records that the queue was given work on `mr`.
+    #[inline]
+    pub(crate) fn hold(&self, mr: &Arc<MrInner>) {
+        use std::sync::atomic::Ordering;
+        let id = mr.id();
+        // `last` is set only after the insert below, so a match means the
+        // region is already held.
+        if self.last.load(Ordering::Acquire) == id.get() {
+            return;
+        }
+        self.mrs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(id)
+            .or_insert_with(|| Arc::clone(mr));
+        self.last.store(id.get(), Ordering::Release);
+    }
+
+    /// The queue could not be destroyed, so the device may still use these
+    /// regions: keep them registered forever rather than free memory it can
+    /// write.
+    pub(crate) fn leak(&mut self) {
+        let mrs = std::mem::take(self.mrs.get_mut().unwrap_or_else(|e| e.into_inner()));
+        std::mem::forget(mrs);
+    }
+}

@@ -1,21 +1,20 @@
 //! Reliable-connected queue pairs: `ibv_create_qp(3)`, `ibv_modify_qp(3)`,
 //! `ibv_post_send(3)`, `ibv_post_recv(3)`, `ibv_destroy_qp(3)`.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use libfabric_sys::verbs as sys;
 
 use crate::attr::{Gid, Mtu};
 use crate::cq::{Cq, CqInner};
 use crate::error::{check_ptr, check_rc, Error, Result};
-use crate::mr::{AccessFlags, Mr, MrInner, RemoteAddr};
+use crate::mr::{AccessFlags, HeldMrs, Mr, RemoteAddr};
 use crate::pd::{Pd, PdInner};
 use crate::registry::{destroy_arc, Destroy, ObjectId, Registered};
-use crate::srq::{hold, Srq, SrqInner};
+use crate::srq::{Srq, SrqInner};
 
 pub(crate) struct QpInner {
     raw: NonNull<sys::ibv_qp>,
@@ -25,7 +24,7 @@ pub(crate) struct QpInner {
     dead: bool,
     /// Memory regions work was posted on: the device may use them until the
     /// QP is destroyed.
-    mrs: Mutex<HashMap<ObjectId, Arc<MrInner>>>,
+    mrs: HeldMrs,
     // The objects the QP uses: `ibv_destroy_cq`/`ibv_destroy_srq` fail with
     // EBUSY while a QP uses them, so the QP keeps them until it is gone
     // (fields drop after `Drop::drop` destroyed the QP).
@@ -72,11 +71,8 @@ impl Drop for QpInner {
             let _ = self.destroy_raw();
         }
         if !self.dead {
-            // The QP still exists and the device may still use the memory
-            // regions it was given: keep them registered forever rather
-            // than free memory the device can write.
-            let mrs = std::mem::take(self.mrs.get_mut().unwrap_or_else(|e| e.into_inner()));
-            std::mem::forget(mrs);
+            // Still alive: the device may use its regions.
+            self.mrs.leak();
         }
     }
 }
@@ -427,7 +423,7 @@ impl Pd {
                     max_inline_data: attr.cap.max_inline_data,
                 },
                 dead: false,
-                mrs: Mutex::new(HashMap::new()),
+                mrs: HeldMrs::new(),
                 send_cq,
                 recv_cq,
                 srq,
@@ -671,7 +667,7 @@ impl Qp {
         }
         self.check_mr(mr)?;
         let mut sge = mr.inner.sge(&range)?;
-        hold(&self.inner.mrs, &mr.inner);
+        self.inner.mrs.hold(&mr.inner);
         let mut wr = sys::ibv_recv_wr {
             wr_id,
             next: std::ptr::null_mut(),
@@ -698,7 +694,7 @@ impl Qp {
     pub fn post_send(&self, req: &SendRequest<'_>) -> Result<()> {
         self.check_mr(req.mr)?;
         let mut sge = req.mr.inner.sge(&req.range)?;
-        hold(&self.inner.mrs, &req.mr.inner);
+        self.inner.mrs.hold(&req.mr.inner);
         // SAFETY: ibv_send_wr is plain data (pointers and integers in unions);
         // all-zero is a valid value.
         let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };

@@ -1,16 +1,15 @@
 //! Shared receive queues: `ibv_create_srq(3)`, `ibv_modify_srq(3)`,
 //! `ibv_post_srq_recv(3)`, `ibv_destroy_srq(3)`.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use libfabric_sys::verbs as sys;
 
 use crate::error::{check_ptr, check_rc, Error, Result};
-use crate::mr::{Mr, MrInner};
+use crate::mr::{HeldMrs, Mr};
 use crate::pd::{Pd, PdInner};
 use crate::registry::{destroy_arc, Destroy, ObjectId, Registered};
 
@@ -20,7 +19,7 @@ pub(crate) struct SrqInner {
     dead: bool,
     /// Memory regions receives were posted on: the device may write them
     /// until the SRQ is destroyed.
-    mrs: Mutex<HashMap<ObjectId, Arc<MrInner>>>,
+    mrs: HeldMrs,
     pub(crate) pd: Arc<PdInner>,
 }
 
@@ -63,11 +62,8 @@ impl Drop for SrqInner {
             let _ = self.destroy_raw();
         }
         if !self.dead {
-            // The SRQ still exists and the device may still write the memory
-            // regions receives were posted on: keep them registered forever
-            // rather than free memory the device can write.
-            let mrs = std::mem::take(self.mrs.get_mut().unwrap_or_else(|e| e.into_inner()));
-            std::mem::forget(mrs);
+            // Still alive: the device may use its regions.
+            self.mrs.leak();
         }
     }
 }
@@ -142,7 +138,7 @@ impl Pd {
                 raw,
                 id: ObjectId::next(),
                 dead: false,
-                mrs: Mutex::new(HashMap::new()),
+                mrs: HeldMrs::new(),
                 pd: Arc::clone(pd),
             });
             Ok((raw.as_ptr() as usize, inner))
@@ -177,7 +173,7 @@ impl Srq {
             ));
         }
         let mut sge = mr.inner.sge(&range)?;
-        hold(&self.inner.mrs, &mr.inner);
+        self.inner.mrs.hold(&mr.inner);
         let mut wr = sys::ibv_recv_wr {
             wr_id,
             next: std::ptr::null_mut(),
@@ -252,12 +248,4 @@ impl fmt::Debug for Srq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Srq").field("id", &self.inner.id).finish()
     }
-}
-
-/// Records that a queue was given work on `mr`.
-pub(crate) fn hold(mrs: &Mutex<HashMap<ObjectId, Arc<MrInner>>>, mr: &Arc<MrInner>) {
-    mrs.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(mr.id())
-        .or_insert_with(|| Arc::clone(mr));
 }

@@ -73,8 +73,7 @@ impl AddressVector {
                 ptr::null_mut(),
             )
         };
-        check("fi_av_open", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_av_open", -libc::EINVAL))?;
+        let fid = OwnedFid::opened("fi_av_open", ret, raw)?;
         Ok(AddressVector {
             inner: Arc::new(AvInner {
                 fid,

@@ -11,7 +11,7 @@
 
 use crate::cq::{CompletionEntry, CqError};
 use crate::domain::{Domain, DomainInner};
-use crate::error::{check, Error, Result};
+use crate::error::{Error, Result};
 use crate::fid::OwnedFid;
 use libfabric_sys::fabric as sys;
 use std::alloc::{self, Layout};
@@ -171,9 +171,7 @@ impl BufferPool {
                 ptr::null_mut(),
             )
         };
-        let mr = match check("fi_mr_reg", ret)
-            .and_then(|()| OwnedFid::new(mr).ok_or(Error::fabric("fi_mr_reg", -libc::EINVAL)))
-        {
+        let mr = match OwnedFid::opened("fi_mr_reg", ret, mr) {
             Ok(mr) => mr,
             Err(e) => {
                 // SAFETY: allocated above with this layout, not registered.

@@ -162,65 +162,46 @@ entry_type!(
     TaggedEntry(fi_cq_tagged_entry), Tagged, FI_CQ_FORMAT_TAGGED
 );
 
-impl MsgEntry {
-    /// Completion flags.
-    pub fn flags(&self) -> CompletionFlags {
-        CompletionFlags::from_bits_retain(self.0.flags)
-    }
-    /// Bytes received (receives) or sent.
-    pub fn len(&self) -> usize {
-        self.0.len
-    }
-    /// Whether `len` is 0.
-    pub fn is_empty(&self) -> bool {
-        self.0.len == 0
-    }
+/// Accessors of the members every format but CONTEXT has.
+macro_rules! msg_accessors {
+    ($($name:ident),*) => {$(
+        impl $name {
+            /// Completion flags.
+            pub fn flags(&self) -> CompletionFlags {
+                CompletionFlags::from_bits_retain(self.0.flags)
+            }
+            /// Bytes received (receives) or sent.
+            pub fn len(&self) -> usize {
+                self.0.len
+            }
+            /// Whether `len` is 0.
+            pub fn is_empty(&self) -> bool {
+                self.0.len == 0
+            }
+        }
+    )*};
 }
 
-impl DataEntry {
-    /// Completion flags.
-    pub fn flags(&self) -> CompletionFlags {
-        CompletionFlags::from_bits_retain(self.0.flags)
-    }
-    /// Bytes received or sent.
-    pub fn len(&self) -> usize {
-        self.0.len
-    }
-    /// Whether `len` is 0.
-    pub fn is_empty(&self) -> bool {
-        self.0.len == 0
-    }
-    /// Start of the received data (multi-receive), as an address.
-    pub fn buf_addr(&self) -> usize {
-        self.0.buf as usize
-    }
-    /// Remote CQ data, valid when `flags()` has `REMOTE_CQ_DATA`.
-    pub fn data(&self) -> u64 {
-        self.0.data
-    }
+/// Accessors of the members the DATA and TAGGED formats add.
+macro_rules! data_accessors {
+    ($($name:ident),*) => {$(
+        impl $name {
+            /// Start of the received data (multi-receive), as an address.
+            pub fn buf_addr(&self) -> usize {
+                self.0.buf as usize
+            }
+            /// Remote CQ data, valid when `flags()` has `REMOTE_CQ_DATA`.
+            pub fn data(&self) -> u64 {
+                self.0.data
+            }
+        }
+    )*};
 }
+
+msg_accessors!(MsgEntry, DataEntry, TaggedEntry);
+data_accessors!(DataEntry, TaggedEntry);
 
 impl TaggedEntry {
-    /// Completion flags.
-    pub fn flags(&self) -> CompletionFlags {
-        CompletionFlags::from_bits_retain(self.0.flags)
-    }
-    /// Bytes received or sent.
-    pub fn len(&self) -> usize {
-        self.0.len
-    }
-    /// Whether `len` is 0.
-    pub fn is_empty(&self) -> bool {
-        self.0.len == 0
-    }
-    /// Start of the received data, as an address.
-    pub fn buf_addr(&self) -> usize {
-        self.0.buf as usize
-    }
-    /// Remote CQ data, valid when `flags()` has `REMOTE_CQ_DATA`.
-    pub fn data(&self) -> u64 {
-        self.0.data
-    }
     /// The message tag.
     pub fn tag(&self) -> u64 {
         self.0.tag
@@ -593,8 +574,7 @@ impl<F: Format> CompletionQueue<F> {
                 reason: "the provider refused it (fi_cq_open returned -FI_EINVAL or -FI_ENOSYS)",
             });
         }
-        check("fi_cq_open", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_cq_open", -libc::EINVAL))?;
+        let fid = OwnedFid::opened("fi_cq_open", ret, raw)?;
         let wait_obj = query_wait_obj(fid.fid(), attr.wait_obj);
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {

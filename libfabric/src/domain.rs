@@ -1,7 +1,7 @@
 //! `fi_domain(3)`: a domain (one NIC or provider instance), parent of
 //! completion queues, endpoints, address vectors and memory regions.
 
-use crate::error::{check, Error, Result};
+use crate::error::{Error, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Info, InfoEntry, Threading};
@@ -59,8 +59,7 @@ impl Domain {
                 ptr::null_mut(),
             )
         };
-        check("fi_domain", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_domain", -libc::EINVAL))?;
+        let fid = OwnedFid::opened("fi_domain", ret, raw)?;
         Ok(Domain {
             inner: Arc::new(DomainInner {
                 fid,

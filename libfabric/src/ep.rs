@@ -327,11 +327,9 @@ impl Endpoint {
                 ptr::null_mut(),
             )
         };
-        if let Err(e) = check("fi_endpoint", ret) {
-            return Err((e, info));
-        }
-        let Some(fid) = OwnedFid::new(raw) else {
-            return Err((Error::fabric("fi_endpoint", -libc::EINVAL), info));
+        let fid = match OwnedFid::opened("fi_endpoint", ret, raw) {
+            Ok(fid) => fid,
+            Err(e) => return Err((e, info)),
         };
         Ok(Endpoint {
             inner: Arc::new(EpInner {
@@ -641,8 +639,7 @@ impl PassiveEndpoint {
                 ptr::null_mut(),
             )
         };
-        check("fi_passive_ep", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_passive_ep", -libc::EINVAL))?;
+        let fid = OwnedFid::opened("fi_passive_ep", ret, raw)?;
         Ok(PassiveEndpoint {
             inner: Arc::new(PepInner {
                 fid,

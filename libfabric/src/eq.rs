@@ -17,7 +17,7 @@
 //! ```
 
 use crate::connreq::ConnRequest;
-use crate::error::{check, check_len, Errno, Error, Result, EAGAIN, EAVAIL};
+use crate::error::{check_len, Errno, Error, Result, EAGAIN, EAVAIL};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::Info;
@@ -431,8 +431,7 @@ impl EventQueue {
                 reason: "the provider refused it (fi_eq_open returned -FI_EINVAL or -FI_ENOSYS)",
             });
         }
-        check("fi_eq_open", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_eq_open", -libc::EINVAL))?;
+        let fid = OwnedFid::opened("fi_eq_open", ret, raw)?;
         let wait_obj = query_wait_obj(fid.fid(), attr.wait_obj);
         Ok(EventQueue {
             inner: Arc::new(EqInner {

@@ -1,7 +1,7 @@
 //! `fi_fabric(3)`: the fabric, parent of domains, event queues and passive
 //! endpoints.
 
-use crate::error::{check, Error, Result};
+use crate::error::{Error, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::InfoEntry;
 use libfabric_sys::fabric as sys;
@@ -42,8 +42,7 @@ impl Fabric {
         // SAFETY: fi_fabric(3) reads attr and returns an open fabric in raw,
         // which OwnedFid closes once.
         let ret = unsafe { sys::fi_fabric(attr, &mut raw, ptr::null_mut()) };
-        check("fi_fabric", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_fabric", -libc::EINVAL))?;
+        let fid = OwnedFid::opened("fi_fabric", ret, raw)?;
         Ok(Fabric {
             inner: Arc::new(FabricInner { fid }),
         })

@@ -41,6 +41,13 @@ impl<T: RawFid> OwnedFid<T> {
         NonNull::new(raw).map(|raw| OwnedFid { raw, closed: false })
     }
 
+    /// The object an open call returned: its return code checked, and a
+    /// NULL object on success reported as `-FI_EINVAL`.
+    pub(crate) fn opened(call: &'static str, ret: std::ffi::c_int, raw: *mut T) -> Result<Self> {
+        check(call, ret)?;
+        Self::new(raw).ok_or(crate::Error::fabric(call, -libc::EINVAL))
+    }
+
     /// The object.
     #[inline(always)]
     pub(crate) fn as_ptr(&self) -> *mut T {

@@ -49,8 +49,7 @@ impl PollSet {
         // SAFETY: fi_poll(3): opens a poll set on an open domain; OwnedFid
         // closes it before the domain handle is released.
         let ret = unsafe { sys::fi_poll_open(domain.inner.fid.as_ptr(), &mut attr, &mut raw) };
-        check("fi_poll_open", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_poll_open", -libc::EINVAL))?;
+        let fid = OwnedFid::opened("fi_poll_open", ret, raw)?;
         Ok(PollSet {
             inner: Arc::new(PollInner {
                 fid,

@@ -478,8 +478,7 @@ impl WaitSet {
                 reason: "the provider refused it",
             });
         }
-        check("fi_wait_open", ret)?;
-        let fid = OwnedFid::new(raw).ok_or(Error::fabric("fi_wait_open", -libc::EINVAL))?;
+        let fid = OwnedFid::opened("fi_wait_open", ret, raw)?;
         let kind = query_wait_obj(fid.fid(), wait_obj);
         Ok(WaitSet {
             inner: Arc::new(WaitSetInner {

@@ -103,7 +103,7 @@ fn completions_arrive_through_the_async_cq() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let pair = connect_pair::<Msg>(None, CqAttr::new().size(64).wait(WaitObj::Fd));
+        let pair = connect_pair::<Msg>(CqAttr::new().size(64).wait(WaitObj::Fd));
         let server_cq = AsyncCompletionQueue::new(pair.server_cq.clone()).unwrap();
         let client_cq = AsyncCompletionQueue::new(pair.client_cq.clone()).unwrap();
         pair.server.recv(pair.server_pool.take().unwrap()).unwrap();

@@ -63,7 +63,7 @@ fn a_pool_of_nothing_and_oversized_sends_are_refused() {
         libfabric::BufferPool::new(&domain, 0, 64),
         Err(Error::InvalidArgument(_))
     ));
-    let pair = connect_pair::<libfabric::cq::Msg>(None, libfabric::cq::CqAttr::new());
+    let pair = connect_pair::<libfabric::cq::Msg>(libfabric::cq::CqAttr::new());
     let pool = libfabric::BufferPool::new(&pair.client_domain, 1, 64).unwrap();
     let buf = pool.take().unwrap();
     let err = pair.client.send(buf, 65).unwrap_err();
@@ -90,7 +90,7 @@ fn a_pool_of_nothing_and_oversized_sends_are_refused() {
 
 #[test]
 fn closing_in_the_wrong_order_is_impossible_and_reported() {
-    let pair = connect_pair::<libfabric::cq::Msg>(None, libfabric::cq::CqAttr::new());
+    let pair = connect_pair::<libfabric::cq::Msg>(libfabric::cq::CqAttr::new());
     // The endpoint holds the CQ: closing it explicitly reports the user.
     match pair.client_cq.clone().close() {
         Err(Error::InUse { users, .. }) => assert!(users >= 1),

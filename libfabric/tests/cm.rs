@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use libfabric::cq::{CqAttr, Msg};
 use libfabric::eq::EventSource;
-use libfabric::{Endpoint, Errno, Error};
+use libfabric::{Errno, Error};
 use std::time::Duration;
 
 fn max_cm_data() -> usize {
@@ -22,7 +22,7 @@ fn connreq_carries_0_1_and_max_bytes_and_accept_data_reaches_the_client() {
     for len in [0usize, 1, max] {
         let req: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
         let acc: Vec<u8> = (0..len).map(|i| (i % 13) as u8 + 100).collect();
-        let pair = connect_pair_with::<Msg>(None, CqAttr::new(), &req, &acc);
+        let pair = connect_pair_with::<Msg>(CqAttr::new(), &req, &acc);
         assert_eq!(
             pair.connected_data, acc,
             "accept data of {len} bytes in CONNECTED"
@@ -35,16 +35,8 @@ fn connection_data_over_the_maximum_is_refused_before_sending() {
     let max = max_cm_data();
     let (fabric, domain, _) = fabric_domain();
     let (pep, _eq, _) = listener(&fabric);
-    let ep = Endpoint::open(&domain, &client_info(&pep)).unwrap();
     let eq = fd_eq(&fabric);
-    ep.bind_eq(&eq).unwrap();
-    let cq = libfabric::CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
-    ep.bind_cq(
-        &cq,
-        libfabric::ep::CqBind::TRANSMIT | libfabric::ep::CqBind::RECV,
-    )
-    .unwrap();
-    ep.enable().unwrap();
+    let ep = enabled_client(&domain, &eq, &pep);
     let too_big = vec![0u8; max + 1];
     assert!(matches!(
         ep.connect(&too_big),
@@ -57,16 +49,7 @@ fn reject_is_an_error_entry_with_the_reject_data() {
     let (fabric, domain, _) = fabric_domain();
     let (pep, server_eq, _) = listener(&fabric);
     let client_eq = fd_eq(&fabric);
-    let ep = Endpoint::open(&domain, &client_info(&pep)).unwrap();
-    ep.bind_eq(&client_eq).unwrap();
-    let cq = libfabric::CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
-    ep.bind_cq(
-        &cq,
-        libfabric::ep::CqBind::TRANSMIT | libfabric::ep::CqBind::RECV,
-    )
-    .unwrap();
-    ep.enable().unwrap();
-    ep.connect(b"let me in").unwrap();
+    let _ep = connecting(&domain, &client_eq, &pep, b"let me in");
     let Ev::ConnReq { request, data } =
         next_event(&server_eq, &[&client_eq], Duration::from_secs(10))
     else {
@@ -87,7 +70,7 @@ fn reject_is_an_error_entry_with_the_reject_data() {
 
 #[test]
 fn shutdown_is_seen_on_both_sides() {
-    let pair = connect_pair::<Msg>(None, CqAttr::new());
+    let pair = connect_pair::<Msg>(CqAttr::new());
     pair.client.shutdown().unwrap();
     // The peer always hears of it. The server side progresses as its
     // queues are read.
@@ -127,16 +110,7 @@ fn event_fids_resolve_to_their_endpoints() {
     let (fabric, domain, _) = fabric_domain();
     let (pep, server_eq, _) = listener(&fabric);
     let client_eq = fd_eq(&fabric);
-    let ep = Endpoint::open(&domain, &client_info(&pep)).unwrap();
-    ep.bind_eq(&client_eq).unwrap();
-    let cq = libfabric::CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
-    ep.bind_cq(
-        &cq,
-        libfabric::ep::CqBind::TRANSMIT | libfabric::ep::CqBind::RECV,
-    )
-    .unwrap();
-    ep.enable().unwrap();
-    ep.connect(&[]).unwrap();
+    let ep = connecting(&domain, &client_eq, &pep, &[]);
     let mut buf = libfabric::eq::EventBuf::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let fid = loop {

@@ -111,10 +111,7 @@ fn sread_needs_a_wait_object_and_threshold_needs_the_condition() {
 
 #[test]
 fn threshold_sread_returns_when_enough_completions_are_queued() {
-    let pair = connect_pair::<Msg>(
-        None,
-        CqAttr::new().wait(WaitObj::Fd).threshold_condition(true),
-    );
+    let pair = connect_pair::<Msg>(CqAttr::new().wait(WaitObj::Fd).threshold_condition(true));
     for _ in 0..2 {
         pair.server.recv(pair.server_pool.take().unwrap()).unwrap();
     }
@@ -148,7 +145,12 @@ fn unsupported_wait_objects_are_typed_errors() {
     for obj in [WaitObj::MutexCond, WaitObj::Yield] {
         match CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(obj)) {
             Err(Error::UnsupportedWait { requested, .. }) => assert_eq!(requested, obj),
-            Ok(_) => {} // a provider that gives it is fine too
+            // A provider that gives it must also block on it.
+            Ok(cq) => assert!(matches!(
+                cq.sread(&mut [MsgEntry::default()], Some(Duration::from_millis(10)))
+                    .unwrap(),
+                Read::TimedOut
+            )),
             Err(other) => panic!("{obj:?}: {other}"),
         }
     }

@@ -13,23 +13,6 @@ use libfabric::wait::{trywait, WaitObj, WaitSet, Waitable};
 use libfabric::{BufferPool, CompletionQueue, Domain, Endpoint, Errno, Error, EventQueue};
 use std::time::{Duration, Instant};
 
-/// An active endpoint on `domain` that connects to `pep`, with `eq` and a
-/// fresh CQ bound.
-fn connecting(
-    domain: &Domain,
-    eq: &EventQueue,
-    pep: &libfabric::PassiveEndpoint,
-    data: &[u8],
-) -> Endpoint {
-    let ep = Endpoint::open(domain, &client_info(pep)).unwrap();
-    ep.bind_eq(eq).unwrap();
-    let cq = CompletionQueue::<Msg>::open(domain, &CqAttr::new()).unwrap();
-    ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
-    ep.enable().unwrap();
-    ep.connect(data).unwrap();
-    ep
-}
-
 /// Reads the next connection request on `server_eq`, driving `client_eq`.
 fn request(server_eq: &EventQueue, client_eq: &EventQueue) -> libfabric::ConnRequest {
     match next_event(server_eq, &[client_eq], Duration::from_secs(10)) {
@@ -234,7 +217,7 @@ fn a_completion_dropped_without_reclaim_frees_its_buffer() {
     // fi_cq(3): a completion is reported once. One that is read and then
     // dropped without BufferPool::reclaim (say, by a panic) still hands its
     // buffer back, and so does an error completion.
-    let pair = connect_pair::<Msg>(None, CqAttr::new().size(64));
+    let pair = connect_pair::<Msg>(CqAttr::new().size(64));
     let pool = BufferPool::new(&pair.server_domain, 4, 64).unwrap();
     for _ in 0..2 {
         pair.server.recv(pool.take().unwrap()).unwrap();
@@ -285,7 +268,7 @@ fn a_completion_dropped_without_reclaim_frees_its_buffer() {
 #[test]
 fn posting_past_the_queue_depth_hands_the_buffer_back() {
     // fi_msg(3): a full queue answers -FI_EAGAIN; the buffer is not lost.
-    let pair = connect_pair::<Msg>(None, CqAttr::new().size(1024));
+    let pair = connect_pair::<Msg>(CqAttr::new().size(1024));
     let depth = pair.server.info().rx_size();
     assert!(depth > 0);
     // tcp refuses the post after rx_size; a verbs device may round the
@@ -473,7 +456,7 @@ fn overwritten_and_flushed_completions_hand_their_buffers_back() {
     // A completion left in the read buffer and overwritten by the next read,
     // and receives flushed when their endpoint closes but never read: both
     // give their buffers back to the pool.
-    let pair = connect_pair::<Msg>(None, CqAttr::new().size(64));
+    let pair = connect_pair::<Msg>(CqAttr::new().size(64));
     let pool = BufferPool::new(&pair.server_domain, 2, 64).unwrap();
     pair.server.recv(pool.take().unwrap()).unwrap();
     pair.server.recv(pool.take().unwrap()).unwrap();

@@ -189,6 +189,41 @@ pub struct Pair<F: Format> {
     pub client_pool: BufferPool,
 }
 
+impl<F: Format> Pair<F> {
+    /// Closes every object in order, each close returning `Ok`. The server
+    /// endpoint closes first, which flushes its posted operations into the
+    /// server CQ; `after_server` runs then (with the server CQ and the
+    /// server and client pools), before anything else closes.
+    pub fn close(self, after_server: impl FnOnce(&CompletionQueue<F>, &BufferPool, &BufferPool)) {
+        let Pair {
+            fabric,
+            pep,
+            server_eq,
+            client_eq,
+            server_domain,
+            client_domain,
+            server,
+            client,
+            server_cq,
+            client_cq,
+            server_pool,
+            client_pool,
+        } = self;
+        server.close().expect("close the server endpoint");
+        after_server(&server_cq, &server_pool, &client_pool);
+        client.close().expect("close the client endpoint");
+        drop((server_pool, client_pool));
+        server_cq.close().expect("close the server CQ");
+        client_cq.close().expect("close the client CQ");
+        server_domain.close().expect("close the server domain");
+        client_domain.close().expect("close the client domain");
+        pep.close().expect("close the passive endpoint");
+        server_eq.close().expect("close the server EQ");
+        client_eq.close().expect("close the client EQ");
+        fabric.close().expect("close the fabric");
+    }
+}
+
 /// Connects a pair; each pool has `slots` buffers of `slot_size` bytes.
 pub fn connect_pair<F: Format>(cq_attr: CqAttr, slots: usize, slot_size: usize) -> Pair<F> {
     let (fabric, _) = fabric();

@@ -188,12 +188,34 @@ pub fn client_info(pep: &PassiveEndpoint) -> Info {
     )
 }
 
-pub fn connect_pair<F: Format>(hints_caps: Option<Caps>, cq_attr: CqAttr) -> Pair<F> {
-    connect_pair_with::<F>(hints_caps, cq_attr, b"client hello", b"server hello")
+/// An enabled active endpoint on `domain` for `pep`, with `eq` and a fresh
+/// CQ bound; not yet connected.
+pub fn enabled_client(domain: &Domain, eq: &EventQueue, pep: &PassiveEndpoint) -> Endpoint {
+    let ep = Endpoint::open(domain, &client_info(pep)).unwrap();
+    ep.bind_eq(eq).unwrap();
+    let cq = CompletionQueue::<libfabric::cq::Msg>::open(domain, &CqAttr::new()).unwrap();
+    ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep.enable().unwrap();
+    ep
+}
+
+/// [`enabled_client`], connecting with `data`.
+pub fn connecting(
+    domain: &Domain,
+    eq: &EventQueue,
+    pep: &PassiveEndpoint,
+    data: &[u8],
+) -> Endpoint {
+    let ep = enabled_client(domain, eq, pep);
+    ep.connect(data).unwrap();
+    ep
+}
+
+pub fn connect_pair<F: Format>(cq_attr: CqAttr) -> Pair<F> {
+    connect_pair_with::<F>(cq_attr, b"client hello", b"server hello")
 }
 
 pub fn connect_pair_with<F: Format>(
-    _caps: Option<Caps>,
     cq_attr: CqAttr,
     req_data: &[u8],
     accept_data: &[u8],
