@@ -789,11 +789,11 @@ fn a_burst_of_connections_with_every_third_rejected_gives_exactly_the_expected_e
     // Everything closes, each close reporting its result.
     for (_, (i, ep)) in servers {
         ep.close()
-            .unwrap_or_else(|e| panic!("close server endpoint {i}: {e}"));
+            .unwrap_or_else(|e| panic!("close server endpoint {i}: {}", e.1));
     }
     for (i, ep) in clients.into_iter().enumerate() {
         ep.close()
-            .unwrap_or_else(|e| panic!("close client endpoint {i}: {e}"));
+            .unwrap_or_else(|e| panic!("close client endpoint {i}: {}", e.1));
     }
     if let Some(cq) = scq {
         cq.close().expect("close the server CQ");

@@ -155,7 +155,7 @@ fn link(p: Parts<'_>, source: Source<'_>, mode: Mode) -> Res<Link> {
         }
     };
     let av = if rdm {
-        let av = AddressVector::open(&domain, AvType::Map, 4)?;
+        let av = AddressVector::open(&domain, AvType::Table, 4)?;
         ep.bind_av(&av)?;
         Some(av)
     } else {

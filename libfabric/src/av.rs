@@ -8,7 +8,7 @@
 //!     .caps(Caps::MSG | Caps::TAGGED).node("127.0.0.1")?;
 //! let info = getinfo(&hints)?.into_iter().next().expect("tcp;ofi_rxm");
 //! let domain = Domain::open(&Fabric::open(&info)?, &info)?;
-//! let av = AddressVector::open(&domain, AvType::Map, 8)?;
+//! let av = AddressVector::open(&domain, AvType::Table, 8)?;
 //! let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new())?;
 //! let ep = Endpoint::open(&domain, &info)?;
 //! ep.bind_av(&av)?;
@@ -18,47 +18,188 @@
 //! av.remove(me)?;
 //! # Ok::<(), libfabric::Error>(())
 //! ```
+//!
+//! # What is checked
+//! `fi_av_insert` takes no length: providers read as many bytes as the
+//! domain's address format has (libfabric's util AV copies
+//! `ofi_sizeof_addr_format` bytes, `prov/util/src/util_av.c` 996-1000 and
+//! 311 in 1.17, and parses the `sockaddr` family), so [`AddressVector::insert`]
+//! refuses a slice shorter than that. Transfers name peers by the
+//! [`Addr`] an insert returned; endpoints refuse any other value, because
+//! providers index their tables with it unchecked.
 
 use crate::cq::Addr;
 use crate::domain::{Domain, DomainInner};
-use crate::error::{check, Error, Result};
-use crate::fid::OwnedFid;
+use crate::error::{check_queue_size, CloseResult, Error, Result};
+use crate::fid::{close_last, OwnedFid};
 use libfabric_sys::fabric as sys;
 use std::ptr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Kind of address vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AvType {
-    /// `FI_AV_UNSPEC`: the provider chooses.
-    Unspec,
-    /// `FI_AV_MAP`
-    Map,
-    /// `FI_AV_TABLE`
+    /// `FI_AV_TABLE`: addresses are indices from 0, which this crate can
+    /// check before each transfer. The only kind offered: `FI_AV_MAP`'s
+    /// addresses are provider values that cannot be checked, and
+    /// libfabric 2.x deprecates it.
     Table,
+}
+
+/// `sizeof(struct sockaddr_in)`, `sockaddr_in6` and libfabric's
+/// `union ofi_sock_ip` / `struct ofi_sockaddr_ib` (48 bytes).
+const SIN: usize = std::mem::size_of::<libc::sockaddr_in>();
+const SIN6: usize = std::mem::size_of::<libc::sockaddr_in6>();
+const SOCK_IP: usize = 48;
+const AF_IB: u16 = 27;
+
+/// How many bytes an address of the domain's format takes, as the provider
+/// will read it, or why it cannot be inserted.
+pub(crate) fn address_len(format: u32, src_addrlen: usize, addr: &[u8]) -> Result<usize> {
+    let family_len = || -> Result<usize> {
+        if addr.len() < 2 {
+            return Err(short(2, addr.len()));
+        }
+        match u16::from_ne_bytes([addr[0], addr[1]]) {
+            f if f == libc::AF_INET as u16 => Ok(SIN),
+            f if f == libc::AF_INET6 as u16 => Ok(SIN6),
+            AF_IB => Ok(SOCK_IP),
+            f => Err(Error::InvalidArgument(format!(
+                "fi_av_insert: socket address family {f} is not one libfabric reads"
+            ))),
+        }
+    };
+    match format {
+        sys::FI_SOCKADDR_IN => Ok(family_len()?.max(SIN)),
+        sys::FI_SOCKADDR_IN6 => Ok(family_len()?.max(SIN6)),
+        sys::FI_SOCKADDR | sys::FI_SOCKADDR_IB => Ok(family_len()?.max(SOCK_IP)),
+        sys::FI_ADDR_STR => match addr.iter().position(|&b| b == 0) {
+            Some(nul) => Ok(nul + 1),
+            None => Err(Error::InvalidArgument(
+                "fi_av_insert: an FI_ADDR_STR address must end with a NUL byte".into(),
+            )),
+        },
+        // A provider-specific binary format: as long as the domain's own
+        // address (fi_getinfo gives its length in src_addrlen).
+        _ if src_addrlen > 0 => Ok(src_addrlen),
+        other => Err(Error::InvalidArgument(format!(
+            "fi_av_insert: the length of addresses of format {other} is not known"
+        ))),
+    }
+}
+
+#[cold]
+fn short(needed: usize, given: usize) -> Error {
+    Error::BufferTooSmall {
+        what: "fi_av_insert address",
+        needed,
+        given,
+    }
+}
+
+/// Removals put off while endpoints are bound, and how many are bound.
+#[derive(Default)]
+struct Deferred {
+    endpoints: usize,
+    removals: Vec<u64>,
 }
 
 pub(crate) struct AvInner {
     pub(crate) fid: OwnedFid<sys::fid_av>,
-    _domain: Arc<DomainInner>,
+    /// Bit i set: index i was returned by an insert and not removed.
+    live: Box<[AtomicU64]>,
+    /// Inserts, removals and binds, one at a time; holds the removals put
+    /// off while endpoints are bound.
+    lock: Mutex<Deferred>,
+    pub(crate) domain: Arc<DomainInner>,
 }
 
-/// An open address vector.
+impl AvInner {
+    /// Whether `addr` names a live entry: the check every transfer to or
+    /// from an address makes (one load).
+    #[inline(always)]
+    pub(crate) fn is_live(&self, addr: Addr) -> bool {
+        let i = addr.0;
+        match self.live.get((i / 64) as usize) {
+            Some(word) => word.load(Ordering::Acquire) & (1 << (i % 64)) != 0,
+            None => false,
+        }
+    }
+
+    fn set_live(&self, i: u64, live: bool) {
+        let bit = 1 << (i % 64);
+        let word = &self.live[(i / 64) as usize];
+        if live {
+            word.fetch_or(bit, Ordering::Release);
+        } else {
+            word.fetch_and(!bit, Ordering::Release);
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.live.len() as u64 * 64
+    }
+
+    fn remove_raw(&self, addr: u64) -> std::ffi::c_int {
+        let mut raw = addr;
+        // SAFETY: fi_av_remove(3) reads one fi_addr_t, an entry this vector
+        // returned from fi_av_insert and has not removed; no endpoint is
+        // bound (see `unbound`), so no transfer can name it concurrently.
+        unsafe { sys::fi_av_remove(self.fid.as_ptr(), &mut raw, 1, 0) }
+    }
+
+    /// An endpoint was bound to the vector.
+    pub(crate) fn bound(&self) {
+        self.lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .endpoints += 1;
+    }
+
+    /// An endpoint bound to the vector was closed: once none is left, the
+    /// removals put off are done.
+    pub(crate) fn unbound(&self) {
+        let mut d = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        d.endpoints -= 1;
+        if d.endpoints == 0 {
+            for addr in std::mem::take(&mut d.removals) {
+                let _ = self.remove_raw(addr);
+            }
+        }
+    }
+}
+
+/// An open address vector (`FI_AV_TABLE`) of a fixed capacity.
 #[derive(Clone)]
 pub struct AddressVector {
     pub(crate) inner: Arc<AvInner>,
 }
 
 impl AddressVector {
-    /// `fi_av_open` for about `count` addresses.
+    /// `fi_av_open` with room for `count` addresses (1 up to
+    /// [`MAX_QUEUE_SIZE`](crate::error::MAX_QUEUE_SIZE)); inserting more
+    /// than that is refused.
     #[doc(alias = "fi_av_open")]
     pub fn open(domain: &Domain, ty: AvType, count: usize) -> Result<Self> {
+        check_queue_size("address vector count", count)?;
+        if count == 0 {
+            return Err(Error::InvalidArgument(
+                "an address vector needs room for at least one address".into(),
+            ));
+        }
+        let AvType::Table = ty;
+        let words = count.div_ceil(64);
+        let mut live = Vec::new();
+        live.try_reserve_exact(words)
+            .map_err(|_| Error::OutOfMemory {
+                what: "address vector entries",
+                bytes: words * 8,
+            })?;
+        live.extend((0..words).map(|_| AtomicU64::new(0)));
         let mut attr = sys::fi_av_attr {
-            type_: match ty {
-                AvType::Unspec => sys::FI_AV_UNSPEC,
-                AvType::Map => sys::FI_AV_MAP,
-                AvType::Table => sys::FI_AV_TABLE,
-            },
+            type_: sys::FI_AV_TABLE,
             count,
             ..Default::default()
         };
@@ -77,22 +218,32 @@ impl AddressVector {
         Ok(AddressVector {
             inner: Arc::new(AvInner {
                 fid,
-                _domain: domain.inner.clone(),
+                live: live.into_boxed_slice(),
+                lock: Mutex::new(Deferred::default()),
+                domain: domain.inner.clone(),
             }),
         })
     }
 
     /// `fi_av_insert` of one address in the domain's format (for example
     /// the bytes of `Endpoint::name`).
+    ///
+    /// # Errors
+    /// [`Error::BufferTooSmall`] when `addr` is shorter than the domain's
+    /// address format (the provider would read past it),
+    /// [`Error::TooLarge`] when the vector is full, and the provider's error.
     #[doc(alias = "fi_av_insert")]
     pub fn insert(&self, addr: &[u8]) -> Result<Addr> {
-        if addr.is_empty() {
-            return Err(Error::InvalidArgument("fi_av_insert: empty address".into()));
+        let info = &self.inner.domain.info;
+        let needed = address_len(info.addr_format(), info.src_addr().len(), addr)?;
+        if addr.len() < needed {
+            return Err(short(needed, addr.len()));
         }
+        let mut deferred = self.inner.lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Addr::UNSPEC;
-        // SAFETY: fi_av_insert(3) reads one address from addr (in the
-        // domain's address format; providers check the length they need
-        // against the format) and writes one fi_addr_t.
+        // SAFETY: fi_av_insert(3) reads one address from addr, at most
+        // `needed` bytes as checked above for the domain's address format,
+        // and writes one fi_addr_t.
         let ret = unsafe {
             sys::fi_av_insert(
                 self.inner.fid.as_ptr(),
@@ -109,22 +260,75 @@ impl AddressVector {
                 if ret < 0 { ret } else { -libc::EINVAL },
             ));
         }
+        if out.0 >= self.inner.capacity() {
+            let mut raw = out.0;
+            // SAFETY: fi_av_remove(3) of the address just inserted.
+            unsafe { sys::fi_av_remove(self.inner.fid.as_ptr(), &mut raw, 1, 0) };
+            return Err(Error::TooLarge {
+                what: "address vector entries",
+                limit: self.inner.capacity() as usize,
+                given: out.0 as usize + 1,
+            });
+        }
+        // The same address inserted again while its removal is put off is
+        // live again.
+        deferred.removals.retain(|&a| a != out.0);
+        self.inner.set_live(out.0, true);
         Ok(out)
     }
 
-    /// `fi_av_remove` of one address.
+    /// `fi_av_remove` of one address an insert returned. From here
+    /// transfers naming it are refused; while endpoints are bound to the
+    /// vector, the provider's removal waits until the last one is closed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an address not in the vector.
     #[doc(alias = "fi_av_remove")]
     pub fn remove(&self, addr: Addr) -> Result<()> {
-        let mut raw = addr.0;
-        // SAFETY: fi_av_remove(3) reads one fi_addr_t.
-        check("fi_av_remove", unsafe {
-            sys::fi_av_remove(self.inner.fid.as_ptr(), &mut raw, 1, 0)
-        })
+        let mut deferred = self.inner.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.inner.is_live(addr) {
+            return Err(Error::InvalidArgument(format!(
+                "fi_av_remove: {addr:?} is not an address of this vector"
+            )));
+        }
+        // Transfers naming it are refused from here. While endpoints are
+        // bound, one of them may be inside a post that checked the address
+        // just before, and providers look the address up without a lock of
+        // the AV's: the provider's removal waits until no endpoint is bound.
+        self.inner.set_live(addr.0, false);
+        if deferred.endpoints > 0 {
+            deferred.removals.push(addr.0);
+            return Ok(());
+        }
+        let ret = self.inner.remove_raw(addr.0);
+        if ret != 0 {
+            self.inner.set_live(addr.0, true);
+            return Err(Error::fabric("fi_av_remove", ret));
+        }
+        Ok(())
+    }
+
+    /// Whether `addr` is an address of this vector (inserted, not removed).
+    pub fn contains(&self, addr: Addr) -> bool {
+        self.inner.is_live(addr)
+    }
+
+    /// Closes the vector now; [`Error::InUse`] while endpoints bound to it
+    /// or other handles exist, in which case it is handed back.
+    pub fn close(self) -> CloseResult<Self> {
+        close_last(
+            self.inner,
+            "address vector",
+            |inner| AddressVector { inner },
+            |i| i.fid.close(),
+        )
     }
 }
 
 impl std::fmt::Debug for AddressVector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AddressVector").finish_non_exhaustive()
+        f.debug_struct("AddressVector")
+            .field("capacity", &self.inner.capacity())
+            .finish_non_exhaustive()
     }
 }

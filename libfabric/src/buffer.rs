@@ -42,7 +42,7 @@ pub(crate) struct PoolInner {
     contexts: Box<[SlotContext]>,
     states: Box<[AtomicU8]>,
     free: Mutex<Vec<u32>>,
-    _domain: Arc<DomainInner>,
+    domain: Arc<DomainInner>,
 }
 
 // SAFETY: the memory is only reached through Buffers, each of which owns one
@@ -52,6 +52,22 @@ pub(crate) struct PoolInner {
 unsafe impl Send for PoolInner {}
 // SAFETY: as above.
 unsafe impl Sync for PoolInner {}
+
+/// `count` elements made by `make`, or [`Error::OutOfMemory`] instead of
+/// aborting when they cannot be allocated.
+fn try_collect<T>(
+    what: &'static str,
+    count: usize,
+    make: impl FnMut(usize) -> T,
+) -> Result<Box<[T]>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(count).map_err(|_| Error::OutOfMemory {
+        what,
+        bytes: count.saturating_mul(std::mem::size_of::<T>()),
+    })?;
+    v.extend((0..count).map(make));
+    Ok(v.into_boxed_slice())
+}
 
 /// Every open pool, by the address range of its operation contexts, so that
 /// a completion dropped without being reclaimed can still find its pool and
@@ -130,16 +146,33 @@ impl BufferPool {
                 "a buffer pool needs 1..=2^32-1 slots of at least one byte (asked {count} x {slot_size})"
             )));
         }
-        let stride = slot_size.next_multiple_of(64);
+        // The bookkeeping first, so that a failure leaves nothing to undo.
+        let contexts = try_collect("buffer pool contexts", count, |_| {
+            SlotContext(UnsafeCell::new(sys::fi_context2::default()))
+        })?;
+        let states = try_collect("buffer pool states", count, |_| AtomicU8::new(FREE))?;
+        let free = try_collect("buffer pool free list", count, |i| (count - 1 - i) as u32)?;
+        let too_large = |given| Error::TooLarge {
+            what: "buffer pool bytes (slots x slot size, rounded up to 64)",
+            limit: isize::MAX as usize - 4095,
+            given,
+        };
+        let stride = slot_size
+            .checked_next_multiple_of(64)
+            .ok_or_else(|| too_large(usize::MAX))?;
         let total = stride
             .checked_mul(count)
-            .ok_or_else(|| Error::InvalidArgument("buffer pool size overflows".into()))?;
-        let layout = Layout::from_size_align(total, 4096)
-            .map_err(|e| Error::InvalidArgument(format!("buffer pool layout: {e}")))?;
-        // SAFETY: layout has a non-zero size.
+            .ok_or_else(|| too_large(usize::MAX))?;
+        // Layout refuses sizes that round up past isize::MAX.
+        let layout = Layout::from_size_align(total, 4096).map_err(|_| too_large(total))?;
+        // SAFETY: layout has a non-zero size (count and slot_size are at
+        // least 1, so total >= 64).
         let memory = unsafe { alloc::alloc_zeroed(layout) };
         if memory.is_null() {
-            alloc::handle_alloc_error(layout);
+            return Err(Error::OutOfMemory {
+                what: "buffer pool",
+                bytes: total,
+            });
         }
         let access = sys::FI_SEND
             | sys::FI_RECV
@@ -182,11 +215,6 @@ impl BufferPool {
         // SAFETY: fi_mr_desc(3) on an open MR returns its local descriptor
         // (may be NULL), valid while the MR is open.
         let desc = unsafe { sys::fi_mr_desc(mr.as_ptr()) };
-        let contexts = (0..count)
-            .map(|_| SlotContext(UnsafeCell::new(sys::fi_context2::default())))
-            .collect();
-        let states = (0..count).map(|_| AtomicU8::new(FREE)).collect();
-        let free = (0..count as u32).rev().collect();
         let inner = Arc::new(PoolInner {
             mr,
             desc,
@@ -195,8 +223,8 @@ impl BufferPool {
             slot_size: stride,
             contexts,
             states,
-            free: Mutex::new(free),
-            _domain: domain.inner.clone(),
+            free: Mutex::new(free.into_vec()),
+            domain: domain.inner.clone(),
         });
         let base = inner.contexts.as_ptr() as usize;
         let end = base + count * std::mem::size_of::<SlotContext>();
@@ -312,6 +340,14 @@ impl Buffer {
                 .memory
                 .add(self.slot as usize * self.pool.slot_size)
         }
+    }
+
+    /// Whether the buffer's memory is registered with this domain: its
+    /// descriptor means nothing to another (verbs reads it as its own
+    /// `struct vrb_mem_desc`).
+    #[inline(always)]
+    pub(crate) fn of_domain(&self, domain: &Arc<DomainInner>) -> bool {
+        Arc::ptr_eq(&self.pool.domain, domain)
     }
 
     #[inline]

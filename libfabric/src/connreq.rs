@@ -18,21 +18,32 @@
 //!
 //! The [`ep`](crate::ep) module's example accepts a request.
 
-use crate::ep::{check_cm_data, PepInner};
+use crate::ep::check_cm_data;
+use crate::eq::EqInner;
 use crate::error::{check, Error};
 use crate::info::{Info, InfoEntry};
+use crate::pep::PepCore;
 use libfabric_sys::fabric as sys;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
+/// The passive endpoint a request arrived on, and its event queue, kept
+/// open until the request is answered (`fi_reject` needs the passive
+/// endpoint; the queue must close after it).
+pub(crate) struct RequestSource {
+    pub(crate) pep: Arc<PepCore>,
+    pub(crate) _eq: Arc<EqInner>,
+}
+
 /// A connection request received by a passive endpoint, owned by the
 /// application until it is accepted or rejected.
 pub struct ConnRequest {
-    /// Its `fi_info`, with the request's handle. Taken by `into_info`.
+    /// Its `fi_info`, with the request's handle. Taken by `into_parts`.
     info: ManuallyDrop<Info>,
-    /// The passive endpoint it arrived on, to reject it.
-    pep: Option<Arc<PepInner>>,
+    /// Where it arrived; `None` only if the event named no passive endpoint
+    /// of the queue (then it cannot be answered).
+    source: Option<RequestSource>,
 }
 
 /// The error that stopped an accept or reject, with the request handed
@@ -46,11 +57,27 @@ pub struct RequestError {
     pub request: Option<ConnRequest>,
 }
 
+/// `fi_reject` of a request's handle on the passive endpoint it arrived on.
+pub(crate) fn reject_raw(pep: &PepCore, info: &InfoEntry, data: &[u8]) -> i32 {
+    // SAFETY: fi_reject(3) on the open passive endpoint the request arrived
+    // on, with the request's handle, which no other call has consumed (every
+    // path that uses a request consumes it); data is read during the call
+    // and is no longer than FI_OPT_CM_DATA_SIZE (checked by the callers).
+    unsafe {
+        sys::fi_reject(
+            pep.fid.as_ptr(),
+            (*info.as_raw()).handle,
+            data.as_ptr().cast(),
+            data.len(),
+        )
+    }
+}
+
 impl ConnRequest {
-    pub(crate) fn new(info: Info, pep: Option<Arc<PepInner>>) -> Self {
+    pub(crate) fn new(info: Info, source: Option<RequestSource>) -> Self {
         ConnRequest {
             info: ManuallyDrop::new(info),
-            pep,
+            source,
         }
     }
 
@@ -60,14 +87,18 @@ impl ConnRequest {
         &self.info
     }
 
+    pub(crate) fn source(&self) -> Option<&RequestSource> {
+        self.source.as_ref()
+    }
+
     /// Takes the request apart without answering it: whoever takes the
     /// `fi_info` answers it (an endpoint opened from it accepts it).
-    pub(crate) fn into_parts(self) -> (Info, Option<Arc<PepInner>>) {
+    pub(crate) fn into_parts(self) -> (Info, Option<RequestSource>) {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so each field is moved out once.
         unsafe {
-            let pep = std::ptr::read(&this.pep);
-            (ManuallyDrop::take(&mut this.info), pep)
+            let source = std::ptr::read(&this.source);
+            (ManuallyDrop::take(&mut this.info), source)
         }
     }
 
@@ -76,21 +107,22 @@ impl ConnRequest {
     /// `err_data`. On error the request comes back unanswered.
     #[doc(alias = "fi_reject")]
     pub fn reject(self, data: &[u8]) -> std::result::Result<(), RequestError> {
-        let Some(pep) = self.pep.clone() else {
+        let Some(source) = &self.source else {
             return Err(RequestError {
-                error: Error::InvalidArgument(
-                    "the passive endpoint of this request is closed".into(),
-                ),
+                error: Error::State {
+                    call: "fi_reject",
+                    reason: "the request names no passive endpoint of its event queue",
+                },
                 request: Some(self),
             });
         };
-        if let Err(error) = check_cm_data(pep.fid.fid(), data) {
+        if let Err(error) = check_cm_data(source.pep.fid.fid(), data) {
             return Err(RequestError {
                 error,
                 request: Some(self),
             });
         }
-        let ret = self.reject_raw(&pep, data);
+        let ret = reject_raw(&source.pep, &self.info, data);
         // The handle is consumed whatever fi_reject returned; the fi_info
         // itself is still the application's to free (Info's Drop).
         drop(self.into_parts());
@@ -99,30 +131,16 @@ impl ConnRequest {
             request: None,
         })
     }
-
-    fn reject_raw(&self, pep: &PepInner, data: &[u8]) -> i32 {
-        // SAFETY: fi_reject(3) on the open passive endpoint the request
-        // arrived on, with the request's handle, which no other call has
-        // consumed (the request is consumed by every path that uses it).
-        unsafe {
-            sys::fi_reject(
-                pep.fid.as_ptr(),
-                (*self.info.as_raw()).handle,
-                data.as_ptr().cast(),
-                data.len(),
-            )
-        }
-    }
 }
 
 impl Drop for ConnRequest {
     fn drop(&mut self) {
-        if let Some(pep) = self.pep.take() {
+        if let Some(source) = self.source.take() {
             // Unanswered: reject it so the peer is told and the provider
             // frees the handle. The error cannot be reported from Drop.
-            let _ = self.reject_raw(&pep, &[]);
+            let _ = reject_raw(&source.pep, &self.info, &[]);
         }
-        // SAFETY: dropped once, here (into_info forgets self instead).
+        // SAFETY: dropped once, here (into_parts forgets self instead).
         unsafe { ManuallyDrop::drop(&mut self.info) };
     }
 }

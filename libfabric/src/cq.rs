@@ -18,9 +18,14 @@
 
 use crate::domain::{Domain, DomainInner};
 use crate::eq::{ErrDataBuf, Fid};
-use crate::error::{check, check_len, Errno, Error, Result, EAGAIN, EAVAIL};
+use crate::error::{
+    check, check_len, check_queue_size, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL,
+};
 use crate::fid::{close_last, OwnedFid};
-use crate::wait::{query_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable};
+use crate::wait::{
+    query_wait_obj, sealed, timeout_ms, trywait_raw, TryWait, WaitObj, WaitSet, WaitSetInner,
+    Waitable,
+};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -29,7 +34,7 @@ use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 bitflags! {
     /// Completion flags (`fi_cq_*_entry::flags`).
@@ -382,6 +387,8 @@ impl<T> Read<'_, T> {
 /// the caller's [`ErrDataBuf`].
 pub struct CqError<'b> {
     op_context: UnreclaimedContext,
+    /// The data as the provider gave it, which `strerror` hands back.
+    provided: &'b [u8],
     /// Completion flags of the failed operation.
     pub flags: CompletionFlags,
     /// Bytes transferred before the error.
@@ -465,7 +472,7 @@ impl CqInner {
         // Room for one entry of any format; op_context is the first member
         // of every one (fi_cq(3)).
         let mut entry = [0u64; 8];
-        let mut errbuf = ErrDataBuf::with_capacity(256);
+        let mut errbuf = ErrDataBuf::new();
         for _ in 0..(1 << 20) {
             // SAFETY: fi_cq_read(3) writes at most one entry (<= 64 bytes,
             // the tagged format's 48 being the largest) into entry.
@@ -525,6 +532,16 @@ impl<F: Format> CompletionQueue<F> {
     /// A wait object the provider cannot give is [`Error::UnsupportedWait`].
     #[doc(alias = "fi_cq_open")]
     pub fn open(domain: &Domain, attr: &CqAttr) -> Result<Self> {
+        check_queue_size("completion queue size", attr.size)?;
+        if let Some(set) = &attr.wait_set {
+            if !set.belongs_to(&domain.inner.fabric) {
+                return Err(Error::ForeignObject {
+                    call: "fi_cq_open",
+                    what: "wait set",
+                    scope: "fabric",
+                });
+            }
+        }
         if attr.wait_obj == WaitObj::Set && attr.wait_set.is_none() {
             return Err(Error::UnsupportedWait {
                 queue: "completion queue",
@@ -566,6 +583,7 @@ impl<F: Format> CompletionQueue<F> {
         };
         if ret < 0
             && attr.wait_obj != WaitObj::None
+            && attr.flags & sys::FI_AFFINITY == 0
             && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
         {
             return Err(Error::UnsupportedWait {
@@ -601,7 +619,8 @@ impl<F: Format> CompletionQueue<F> {
         self.inner.fid.as_ptr()
     }
 
-    /// `fi_cq_read`: up to `buf.len()` completions, without blocking.
+    /// `fi_cq_read`: up to `buf.len()` completions, without blocking. An
+    /// empty `buf` reads nothing and gives [`Read::Empty`].
     #[doc(alias = "fi_cq_read")]
     #[inline]
     pub fn read<'b>(&self, buf: &'b mut [F::Entry]) -> Result<Read<'b, F::Entry>> {
@@ -613,6 +632,9 @@ impl<F: Format> CompletionQueue<F> {
     #[inline]
     pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> isize {
         let count = buf.len().min(F::MAX_BATCH);
+        if count == 0 {
+            return EAGAIN;
+        }
         release_overwritten(&mut buf[..count]);
         // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
         // format into buf, whose element type is that format's struct.
@@ -629,6 +651,9 @@ impl<F: Format> CompletionQueue<F> {
         addrs: &mut [Addr],
     ) -> Result<Read<'b, F::Entry>> {
         let count = buf.len().min(addrs.len()).min(F::MAX_BATCH);
+        if count == 0 {
+            return Ok(Read::Empty);
+        }
         release_overwritten(&mut buf[..count]);
         // SAFETY: as read; src_addr receives count fi_addr_t values (Addr is
         // a transparent u64).
@@ -665,9 +690,12 @@ impl<F: Format> CompletionQueue<F> {
         self.sread_inner(buf, None, ptr::null(), timeout, "fi_cq_sread")
     }
 
-    /// `fi_cq_sread` with the `FI_CQ_COND_THRESHOLD` condition: blocks until
-    /// `threshold` completions are queued (or an error, a signal, the
-    /// timeout). Needs [`CqAttr::threshold_condition`].
+    /// `fi_cq_sread` with the `FI_CQ_COND_THRESHOLD` condition: asks the
+    /// provider to wait for `threshold` completions (1 up to the room in
+    /// `buf`). fi_cq(3) makes the condition a hint, and libfabric 1.17's
+    /// util CQ (tcp, rxm, rxd, shm) ignores it (`ofi_cq_sreadfrom`,
+    /// `prov/util/src/util_cq.c` 348-381): the call returns at the first
+    /// completion, as `sread` does. Needs [`CqAttr::threshold_condition`].
     pub fn sread_threshold<'b>(
         &self,
         buf: &'b mut [F::Entry],
@@ -679,6 +707,12 @@ impl<F: Format> CompletionQueue<F> {
                 "sread_threshold needs a queue opened with CqAttr::threshold_condition(true)"
                     .into(),
             ));
+        }
+        let room = buf.len().min(F::MAX_BATCH);
+        if threshold == 0 || threshold > room {
+            return Err(Error::InvalidArgument(format!(
+                "sread_threshold: a threshold of {threshold} needs 1..={room} (the entries room)"
+            )));
         }
         let cond = threshold;
         self.sread_inner(
@@ -704,62 +738,98 @@ impl<F: Format> CompletionQueue<F> {
     fn sread_inner<'b>(
         &self,
         buf: &'b mut [F::Entry],
-        addrs: Option<&mut [Addr]>,
+        mut addrs: Option<&mut [Addr]>,
         cond: *const c_void,
         timeout: Option<Duration>,
         call: &'static str,
     ) -> Result<Read<'b, F::Entry>> {
         self.check_sread(call)?;
-        let ms = timeout_ms(timeout);
-        let ret = match addrs {
-            None => {
-                let count = buf.len().min(F::MAX_BATCH);
-                release_overwritten(&mut buf[..count]);
-                // SAFETY: as read; cond is NULL or points to a size_t
-                // threshold for FI_CQ_COND_THRESHOLD queues (fi_cq(3)).
-                unsafe {
-                    sys::fi_cq_sread(
-                        self.inner.fid.as_ptr(),
-                        buf.as_mut_ptr().cast(),
-                        count,
-                        cond,
-                        ms,
-                    )
-                }
+        let count = match &addrs {
+            None => buf.len(),
+            Some(a) => buf.len().min(a.len()),
+        }
+        .min(F::MAX_BATCH);
+        if count == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{call}: no room for a completion (an empty slice)"
+            )));
+        }
+        let deadline = timeout.map(|t| Instant::now().checked_add(t));
+        let ret = loop {
+            let remaining = match deadline {
+                None | Some(None) => None,
+                Some(Some(d)) => Some(d.saturating_duration_since(Instant::now())),
+            };
+            let ret = self.sread_once(buf, addrs.as_deref_mut(), count, cond, remaining);
+            if ret != EAGAIN {
+                break ret;
             }
-            Some(addrs) => {
-                let count = buf.len().min(addrs.len()).min(F::MAX_BATCH);
-                release_overwritten(&mut buf[..count]);
-                // SAFETY: as read_from.
-                unsafe {
-                    sys::fi_cq_sreadfrom(
-                        self.inner.fid.as_ptr(),
-                        buf.as_mut_ptr().cast(),
-                        count,
-                        addrs.as_mut_ptr().cast(),
-                        cond,
-                        ms,
-                    )
+            // libfabric returns -FI_EAGAIN both for a timeout and for a
+            // wake-up by fi_cq_signal (fi_cq(3) allows either). Signals are
+            // counted: one sent and not yet reported makes this a signal
+            // wake-up, including one sent before the call began.
+            let sent = self.inner.signals.load(Ordering::Acquire);
+            let reported = self.inner.signals_reported.swap(sent, Ordering::AcqRel);
+            if sent != reported {
+                return Ok(Read::Signaled);
+            }
+            // Not a signal of ours: a timeout, or the wake-up of a signal
+            // already reported (an sread that returned at once leaves the
+            // wait object signaled). Before the deadline, reset the wait
+            // object (fi_trywait, fi_poll(3)) and block again for the rest.
+            match remaining {
+                Some(r) if r.is_zero() => return Ok(Read::TimedOut),
+                Some(_) if deadline.is_some_and(|d| d.is_some_and(|d| Instant::now() >= d)) => {
+                    return Ok(Read::TimedOut)
                 }
+                _ => {}
+            }
+            let mut fids = [self.inner.fid.fid()];
+            if trywait_raw(self.inner.domain.fabric.fid.as_ptr(), &mut fids)?
+                == TryWait::EventsPending
+            {
+                continue;
             }
         };
-        match decode(ret, buf, call)? {
-            Read::Empty => {
-                // libfabric returns -FI_EAGAIN both for a timeout and for a
-                // wake-up by fi_cq_signal (fi_cq(3) allows either). Signals
-                // are counted: one sent and not yet reported makes this a
-                // signal wake-up, including one sent before the call began.
-                let sent = self.inner.signals.load(Ordering::Acquire);
-                let reported = self.inner.signals_reported.swap(sent, Ordering::AcqRel);
-                if sent != reported {
-                    Ok(Read::Signaled)
-                } else {
-                    // Providers time out coarsely (tcp returns a 2 s sread
-                    // after 1.5 to 2.5 s): no signal means a timeout.
-                    Ok(Read::TimedOut)
-                }
-            }
-            other => Ok(other),
+        decode(ret, buf, call)
+    }
+
+    /// One `fi_cq_sread` / `fi_cq_sreadfrom` of `count` entries.
+    fn sread_once(
+        &self,
+        buf: &mut [F::Entry],
+        addrs: Option<&mut [Addr]>,
+        count: usize,
+        cond: *const c_void,
+        timeout: Option<Duration>,
+    ) -> isize {
+        let ms = timeout_ms(timeout);
+        release_overwritten(&mut buf[..count]);
+        match addrs {
+            // SAFETY: as read: at most count entries of the queue's format
+            // are written into buf; cond is NULL or points to a size_t
+            // threshold no larger than count, for FI_CQ_COND_THRESHOLD
+            // queues (fi_cq(3)).
+            None => unsafe {
+                sys::fi_cq_sread(
+                    self.inner.fid.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    count,
+                    cond,
+                    ms,
+                )
+            },
+            // SAFETY: as read_from, count <= addrs.len().
+            Some(addrs) => unsafe {
+                sys::fi_cq_sreadfrom(
+                    self.inner.fid.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    count,
+                    addrs.as_mut_ptr().cast(),
+                    cond,
+                    ms,
+                )
+            },
         }
     }
 
@@ -792,6 +862,7 @@ impl<F: Format> CompletionQueue<F> {
             err: Errno::from_raw(entry.err),
             prov_errno: entry.prov_errno,
             err_data,
+            provided: err_data,
         }))
     }
 
@@ -816,7 +887,7 @@ impl<F: Format> CompletionQueue<F> {
                 sys::fi_cq_strerror(
                     self.inner.fid.as_ptr(),
                     err.prov_errno,
-                    err.err_data.as_ptr().cast(),
+                    err.provided.as_ptr().cast(),
                     buf,
                     len,
                 )
@@ -825,12 +896,20 @@ impl<F: Format> CompletionQueue<F> {
     }
 
     /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or
-    /// other handles exist.
-    pub fn close(self) -> Result<()> {
-        close_last(self.inner, "completion queue", |i| {
-            i.drain();
-            i.fid.close()
-        })
+    /// other handles exist, in which case the queue is handed back.
+    pub fn close(self) -> CloseResult<Self> {
+        close_last(
+            self.inner,
+            "completion queue",
+            |inner| CompletionQueue {
+                inner,
+                _format: PhantomData,
+            },
+            |i| {
+                i.drain();
+                i.fid.close()
+            },
+        )
     }
 }
 

@@ -1,7 +1,7 @@
 //! `fi_domain(3)`: a domain (one NIC or provider instance), parent of
 //! completion queues, endpoints, address vectors and memory regions.
 
-use crate::error::{Error, Result};
+use crate::error::{CloseResult, Error, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Info, InfoEntry, Threading};
@@ -47,6 +47,17 @@ impl Domain {
                 info.threading()
             )));
         }
+        fabric.inner.check_info("fi_domain", info)?;
+        if info.mr_mode() & sys::FI_MR_ENDPOINT != 0 {
+            // Memory regions would have to be bound to endpoints and enabled
+            // before use; this crate's pools are not, and such a provider
+            // would take their descriptors as unusable.
+            return Err(Error::InvalidArgument(
+                "the domain's memory registration mode has FI_MR_ENDPOINT, which this crate \
+                 does not support (leave it out of Hints::mr_mode)"
+                    .into(),
+            ));
+        }
         let info = info.to_owned_info()?;
         let mut raw = ptr::null_mut();
         // SAFETY: fi_domain(3): fabric is open, info valid; the domain is
@@ -87,9 +98,30 @@ impl Domain {
     }
 
     /// Closes the domain now, returning its error; [`Error::InUse`] while
-    /// other handles or objects opened from it exist.
-    pub fn close(self) -> Result<()> {
-        close_last(self.inner, "domain", |inner| inner.fid.close())
+    /// other handles or objects opened from it exist. On failure the domain
+    /// is handed back, still open.
+    pub fn close(self) -> CloseResult<Self> {
+        close_last(
+            self.inner,
+            "domain",
+            |inner| Domain { inner },
+            |i| i.fid.close(),
+        )
+    }
+}
+
+impl DomainInner {
+    /// Refuses an `fi_info` of another provider, fabric or domain.
+    pub(crate) fn check_info(&self, call: &'static str, info: &InfoEntry) -> Result<()> {
+        self.fabric.check_info(call, info)?;
+        if info.domain_name() != self.info.domain_name() {
+            return Err(Error::ForeignObject {
+                call,
+                what: "fi_info",
+                scope: "domain",
+            });
+        }
+        Ok(())
     }
 }
 

@@ -84,48 +84,116 @@
 
 use crate::av::{AddressVector, AvInner};
 use crate::buffer::Buffer;
-use crate::connreq::{ConnRequest, RequestError};
+use crate::connreq::{ConnRequest, RequestError, RequestSource};
 use crate::cq::{Addr, CompletionQueue, CqInner, Format};
 use crate::domain::{Domain, DomainInner};
 use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
-use crate::error::{check, Errno, Error, Result};
-use crate::fabric::{Fabric, FabricInner};
+use crate::error::{check, CloseResult, Errno, Error, Result};
 use crate::fid::{close_last, OwnedFid};
-use crate::info::{Info, InfoEntry};
+use crate::info::{Caps, EpType, Info, InfoEntry};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::ptr;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 bitflags! {
     /// How a completion queue is bound to an endpoint (`fi_ep_bind` flags).
+    ///
+    /// `FI_SELECTIVE_COMPLETION` is not offered: this crate's posts do not
+    /// ask for `FI_COMPLETION`, so under it no buffer would come back.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct CqBind: u64 {
         /// `FI_TRANSMIT`: completions of sends.
         const TRANSMIT = sys::FI_TRANSMIT;
         /// `FI_RECV`: completions of receives.
         const RECV = sys::FI_RECV;
-        /// `FI_SELECTIVE_COMPLETION`: only operations posted with
-        /// `FI_COMPLETION` complete (not used by this crate's posts).
-        const SELECTIVE_COMPLETION = sys::FI_SELECTIVE_COMPLETION;
     }
 }
 
-/// An object an endpoint is bound to, kept open while the endpoint is.
-enum Bound {
-    Eq(Arc<EqInner>),
-    Cq(#[allow(dead_code)] Arc<CqInner>),
-    Av(#[allow(dead_code)] Arc<AvInner>),
+// The endpoint's state bits. Posts check the bits they need with one load.
+/// `fi_enable` succeeded.
+const ENABLED: u32 = 1 << 0;
+/// A completion queue for transmits is bound.
+const TX_CQ: u32 = 1 << 1;
+/// A completion queue for receives is bound.
+const RX_CQ: u32 = 1 << 2;
+/// An event queue is bound.
+const EQ: u32 = 1 << 3;
+/// An address vector is bound.
+const AV: u32 = 1 << 4;
+/// `fi_connect` or `fi_accept` was called.
+const CONNECTING: u32 = 1 << 5;
+/// The info grants `FI_MSG`.
+const CAP_MSG: u32 = 1 << 6;
+/// The info grants `FI_TAGGED`.
+const CAP_TAGGED: u32 = 1 << 7;
+
+const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG;
+const RECV_READY: u32 = ENABLED | RX_CQ | CAP_MSG;
+const TSEND_READY: u32 = ENABLED | TX_CQ | CAP_TAGGED;
+const TRECV_READY: u32 = ENABLED | RX_CQ | CAP_TAGGED;
+
+/// What an endpoint is bound to, kept open while the endpoint is.
+#[derive(Default)]
+struct Bound {
+    eq: Option<Arc<EqInner>>,
+    tx: Option<Arc<CqInner>>,
+    rx: Option<Arc<CqInner>>,
+}
+
+/// The request an endpoint was opened from, until `fi_accept` succeeds.
+struct PendingAccept {
+    source: RequestSource,
+    handle: *mut sys::fid,
+    info: Info,
 }
 
 pub(crate) struct EpInner {
     pub(crate) fid: OwnedFid<sys::fid_ep>,
     info: Info,
-    bound: Mutex<Vec<Bound>>,
-    _domain: Arc<DomainInner>,
+    state: AtomicU32,
+    connectionless: bool,
+    inject_size: usize,
+    cq_data_size: usize,
+    bound: Mutex<Bound>,
+    /// The address vector, read by every post to or from an address.
+    av: OnceLock<Arc<AvInner>>,
+    pending: Mutex<Option<PendingAccept>>,
+    domain: Arc<DomainInner>,
+}
+
+// SAFETY: the raw handle in PendingAccept is only passed to fi_reject on
+// the FI_THREAD_SAFE passive endpoint it belongs to, under the mutex.
+unsafe impl Send for PendingAccept {}
+
+impl Drop for EpInner {
+    fn drop(&mut self) {
+        if self.fid.close().is_err() {
+            // Still open: it keeps what it is bound to (the fields below).
+            return;
+        }
+        let pending = self.pending.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = pending.take() {
+            // Opened from a request and never accepted. libfabric's tcp frees
+            // the request's handle only in fi_accept or fi_reject ("we only
+            // free if user calls accept. Otherwise, user will call reject",
+            // prov/tcp/src/tcpx_ep.c 804-805 in 1.17, xnet_ep.c 763 in
+            // 1.22), and its reject of a handle whose socket the endpoint took
+            // only frees it (tcpx_ep.c 996-997, xnet_pep.c 293-294).
+            if p.info.provider() == "tcp" {
+                // SAFETY: fi_reject(3) on the open passive endpoint the
+                // request came from, with its handle, consumed by nothing
+                // else (the accept that would have consumed it never ran).
+                unsafe { sys::fi_reject(p.source.pep.fid.as_ptr(), p.handle, ptr::null(), 0) };
+            }
+        }
+        if let Some(av) = self.av.get() {
+            av.unbound();
+        }
+    }
 }
 
 /// A post refused by the provider, with the buffer handed back: nothing is
@@ -173,12 +241,28 @@ impl From<PostError> for Error {
 /// An active endpoint. Cloning gives another handle. It keeps its domain
 /// and every EQ, CQ and AV bound to it open, so they cannot be closed
 /// first (which fi_close(3) would refuse with `-FI_EBUSY`).
+///
+/// # What is checked before each call
+/// The providers do not check that an endpoint is ready for a call, and
+/// several dereference what is missing (tcp's `fi_listen`, `fi_connect` and
+/// `fi_accept` use the bound EQ, its transfers the bound CQs; rxm and rxd
+/// index their address tables with the address given). So, before the C
+/// call: binds only before [`enable`](Self::enable), each kind once, of
+/// objects of the same domain (CQ, AV) or fabric (EQ); `enable` needs an
+/// event queue (connected endpoints) or an address vector
+/// (connectionless ones); transfers need the endpoint enabled, a CQ bound
+/// for their direction, the capability (`FI_MSG` for sends and receives,
+/// `FI_TAGGED` for tagged ones) and, on connectionless endpoints, an
+/// address of the bound address vector; `inject` at most `inject_size`
+/// bytes; remote CQ data only where the domain carries it. Each refusal is
+/// a typed [`Error`] and hands the buffer back.
 #[derive(Clone)]
 pub struct Endpoint {
     pub(crate) inner: Arc<EpInner>,
 }
 
-fn cm_data_size(fid: *mut sys::fid) -> Option<usize> {
+/// `FI_OPT_CM_DATA_SIZE` of an endpoint or passive endpoint.
+pub(crate) fn cm_data_size(fid: *mut sys::fid) -> Option<usize> {
     let mut size: usize = 0;
     let mut len = std::mem::size_of::<usize>();
     // SAFETY: fi_getopt(3) FI_OPT_CM_DATA_SIZE writes a size_t.
@@ -194,24 +278,27 @@ fn cm_data_size(fid: *mut sys::fid) -> Option<usize> {
     (ret == 0).then_some(size)
 }
 
+/// Refuses connection data longer than the endpoint's
+/// `FI_OPT_CM_DATA_SIZE`, or any when the provider does not say its size
+/// (providers copy it into fixed-size messages: tcp's `cm_ctx->msg.data`).
 pub(crate) fn check_cm_data(fid: *mut sys::fid, data: &[u8]) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
-    if let Some(max) = cm_data_size(fid) {
-        if data.len() > max {
-            return Err(Error::InvalidArgument(format!(
-                "{} bytes of connection data exceed the provider's FI_OPT_CM_DATA_SIZE of {max}",
-                data.len()
-            )));
-        }
+    let max = cm_data_size(fid).unwrap_or(0);
+    if data.len() > max {
+        return Err(Error::TooLarge {
+            what: "connection data (FI_OPT_CM_DATA_SIZE)",
+            limit: max,
+            given: data.len(),
+        });
     }
     Ok(())
 }
 
-fn name_of(fid: *mut sys::fid, peer: bool) -> Result<Vec<u8>> {
+pub(crate) fn name_of(fid: *mut sys::fid, peer: bool) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; 128];
-    loop {
+    for _ in 0..4 {
         let mut len = buf.len();
         // SAFETY: fi_getname/fi_getpeer (fi_cm(3)) write at most *addrlen
         // bytes and set *addrlen to the size needed; -FI_ETOOSMALL if short.
@@ -222,14 +309,18 @@ fn name_of(fid: *mut sys::fid, peer: bool) -> Result<Vec<u8>> {
                 sys::fi_getname(fid, buf.as_mut_ptr().cast(), &mut len)
             }
         };
-        if ret == -sys::errno::FI_ETOOSMALL && len > buf.len() {
+        if ret == -sys::errno::FI_ETOOSMALL && len > buf.len() && len <= 1 << 16 {
             buf.resize(len, 0);
             continue;
         }
         check(if peer { "fi_getpeer" } else { "fi_getname" }, ret)?;
-        buf.truncate(len);
+        buf.truncate(len.min(buf.len()));
         return Ok(buf);
     }
+    Err(Error::fabric(
+        if peer { "fi_getpeer" } else { "fi_getname" },
+        -sys::errno::FI_ETOOSMALL,
+    ))
 }
 
 /// Decodes a `sockaddr_in` / `sockaddr_in6` as libfabric's socket providers
@@ -265,11 +356,13 @@ macro_rules! post {
         // In flight before the call: the completion can be read, and the
         // buffer reclaimed, by another thread before the call returns.
         let posted = $buffer.into_flight();
-        // SAFETY: fi_msg(3)/fi_tagged(3): the buffer's memory (registered,
-        // desc from fi_mr_desc) and its context stay valid and untouched
-        // until the completion, because the Buffer was moved into the
-        // provider (into_flight) and only BufferPool::reclaim, fed by that
-        // completion, gives it back.
+        // SAFETY: fi_msg(3)/fi_tagged(3): the endpoint is enabled with a CQ
+        // bound for this direction and the capability granted, and any
+        // address is a live entry of its AV (checked by the caller); the
+        // buffer's memory (registered, desc from fi_mr_desc) and its context
+        // stay valid and untouched until the completion, because the Buffer
+        // was moved into the provider (into_flight) and only
+        // BufferPool::reclaim, fed by that completion, gives it back.
         let ret = unsafe { $body };
         if ret == 0 {
             Ok(())
@@ -282,43 +375,141 @@ macro_rules! post {
     }};
 }
 
+#[cold]
+#[inline(never)]
+fn not_ready(call: &'static str, state: u32, need: u32) -> Error {
+    let missing = need & !state;
+    if missing & ENABLED != 0 {
+        return Error::State {
+            call,
+            reason: "the endpoint is not enabled (Endpoint::enable)",
+        };
+    }
+    if missing & TX_CQ != 0 {
+        return Error::State {
+            call,
+            reason: "no completion queue is bound for transmits (CqBind::TRANSMIT)",
+        };
+    }
+    if missing & RX_CQ != 0 {
+        return Error::State {
+            call,
+            reason: "no completion queue is bound for receives (CqBind::RECV)",
+        };
+    }
+    if missing & EQ != 0 {
+        return Error::State {
+            call,
+            reason: "no event queue is bound (Endpoint::bind_eq)",
+        };
+    }
+    if missing & CAP_TAGGED != 0 {
+        return Error::MissingCapability {
+            call,
+            needed: Caps::TAGGED,
+        };
+    }
+    Error::MissingCapability {
+        call,
+        needed: Caps::MSG,
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn foreign_buffer(call: &'static str) -> Error {
+    Error::ForeignObject {
+        call,
+        what: "buffer (its pool)",
+        scope: "domain",
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_address(call: &'static str, addr: Addr) -> Error {
+    Error::InvalidArgument(format!(
+        "{call}: {addr:?} is not an address of the endpoint's address vector"
+    ))
+}
+
 impl Endpoint {
     /// `fi_endpoint`: opens an endpoint described by `info` (from
-    /// `getinfo`, or the `info` of a connection request to accept).
+    /// `getinfo`; to accept a connection request use
+    /// [`from_request`](Self::from_request)).
+    ///
+    /// # Errors
+    /// [`Error::ForeignObject`] for an `fi_info` of another provider,
+    /// fabric or domain; [`Error::InvalidArgument`] for a connection
+    /// request's.
     #[doc(alias = "fi_endpoint")]
     pub fn open(domain: &Domain, info: &InfoEntry) -> Result<Self> {
-        // SAFETY: as_raw is a valid fi_info.
-        if !unsafe { (*info.as_raw()).handle }.is_null() {
+        if info.has_handle() {
             return Err(Error::InvalidArgument(
                 "this fi_info carries a connection request's handle: open the endpoint with \
                  Endpoint::from_request, which consumes the request"
                     .into(),
             ));
         }
-        Self::open_owned(domain, info.to_owned_info()?).map_err(|(e, _)| e)
+        domain.inner.check_info("fi_endpoint", info)?;
+        Self::open_owned(domain, info.to_owned_info()?, None).map_err(|(e, _, _)| e)
     }
 
     /// Opens the endpoint that accepts `request` (`fi_endpoint` with the
     /// request's `fi_info`); bind it, enable it and call
     /// [`accept`](Self::accept). The request is consumed: the endpoint now
-    /// owns its handle. On error the request comes back unanswered.
+    /// owns its handle, and one dropped before its accept succeeded rejects
+    /// it. On error the request comes back unanswered.
+    ///
+    /// # Errors
+    /// [`Error::ForeignObject`] when `domain` is not of the provider and
+    /// fabric the request arrived on.
     pub fn from_request(
         domain: &Domain,
         request: ConnRequest,
     ) -> std::result::Result<Self, RequestError> {
-        let (info, pep) = request.into_parts();
-        Self::open_owned(domain, info).map_err(|(error, info)| RequestError {
+        let same_fabric = request
+            .source()
+            .is_some_and(|s| Arc::ptr_eq(&s.pep.fabric, &domain.inner.fabric));
+        let check = if same_fabric {
+            domain.inner.check_info("fi_endpoint", request.info())
+        } else {
+            Err(Error::ForeignObject {
+                call: "fi_endpoint",
+                what: "connection request",
+                scope: "fabric",
+            })
+        };
+        if let Err(error) = check {
+            return Err(RequestError {
+                error,
+                request: Some(request),
+            });
+        }
+        let (info, source) = request.into_parts();
+        Self::open_owned(domain, info, source).map_err(|(error, info, source)| RequestError {
             error,
             // fi_endpoint failed: the handle was not consumed.
-            request: Some(ConnRequest::new(info, pep)),
+            request: Some(ConnRequest::new(info, source)),
         })
     }
 
     /// `fi_endpoint` with an owned fi_info, handed back on failure.
-    fn open_owned(domain: &Domain, info: Info) -> std::result::Result<Self, (Error, Info)> {
+    #[allow(clippy::type_complexity)]
+    fn open_owned(
+        domain: &Domain,
+        info: Info,
+        source: Option<RequestSource>,
+    ) -> std::result::Result<Self, (Error, Info, Option<RequestSource>)> {
+        let ep_type = info.ep_type();
+        if !matches!(ep_type, EpType::Msg | EpType::Rdm | EpType::Dgram) {
+            let e = Error::InvalidArgument(format!("fi_endpoint: endpoint type {ep_type:?}"));
+            return Err((e, info, source));
+        }
         let mut raw = ptr::null_mut();
-        // SAFETY: fi_endpoint(3) with an open domain and a valid fi_info;
-        // OwnedFid closes the endpoint before the domain handle drops.
+        // SAFETY: fi_endpoint(3) with an open domain and an fi_info of its
+        // provider, fabric and domain (checked by the callers); OwnedFid
+        // closes the endpoint before the domain handle drops.
         let ret = unsafe {
             sys::fi_endpoint(
                 domain.inner.fid.as_ptr(),
@@ -329,14 +520,43 @@ impl Endpoint {
         };
         let fid = match OwnedFid::opened("fi_endpoint", ret, raw) {
             Ok(fid) => fid,
-            Err(e) => return Err((e, info)),
+            Err(e) => return Err((e, info, source)),
+        };
+        let caps = info.caps();
+        let mut state = 0;
+        if caps.contains(Caps::MSG) {
+            state |= CAP_MSG;
+        }
+        if caps.contains(Caps::TAGGED) {
+            state |= CAP_TAGGED;
+        }
+        let pending = match source {
+            Some(source) => match info.to_owned_info() {
+                Ok(copy) => Some(PendingAccept {
+                    source,
+                    // SAFETY: a valid fi_info; its handle is the request's.
+                    handle: unsafe { (*info.as_raw()).handle },
+                    info: copy,
+                }),
+                Err(e) => {
+                    drop(fid);
+                    return Err((e, info, Some(source)));
+                }
+            },
+            None => None,
         };
         Ok(Endpoint {
             inner: Arc::new(EpInner {
                 fid,
+                connectionless: ep_type != EpType::Msg,
+                inject_size: info.inject_size(),
+                cq_data_size: info.cq_data_size(),
                 info,
-                bound: Mutex::new(Vec::new()),
-                _domain: domain.inner.clone(),
+                state: AtomicU32::new(state),
+                bound: Mutex::new(Bound::default()),
+                av: OnceLock::new(),
+                pending: Mutex::new(pending),
+                domain: domain.inner.clone(),
             }),
         })
     }
@@ -345,12 +565,51 @@ impl Endpoint {
         self.inner.fid.as_ptr()
     }
 
-    fn keep(&self, bound: Bound) {
-        self.inner
-            .bound
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(bound);
+    /// Checks that the state bits `need` are all set.
+    #[inline(always)]
+    fn ready(&self, call: &'static str, need: u32) -> Result<()> {
+        let state = self.inner.state.load(Ordering::Acquire);
+        if state & need != need {
+            return Err(not_ready(call, state, need));
+        }
+        Ok(())
+    }
+
+    /// Checks a peer address: a live entry of the bound AV on connectionless
+    /// endpoints (`unspec_ok`: or `Addr::UNSPEC`, "any source"); ignored by
+    /// connected ones, which are given `FI_ADDR_UNSPEC`.
+    #[inline(always)]
+    fn check_peer(&self, call: &'static str, addr: Addr, unspec_ok: bool) -> Result<u64> {
+        if !self.inner.connectionless {
+            return Ok(sys::FI_ADDR_UNSPEC);
+        }
+        if unspec_ok && addr == Addr::UNSPEC {
+            return Ok(addr.0);
+        }
+        match self.inner.av.get() {
+            Some(av) if av.is_live(addr) => Ok(addr.0),
+            _ => Err(bad_address(call, addr)),
+        }
+    }
+
+    /// Refuses a buffer registered with another domain.
+    #[inline(always)]
+    fn check_buffer(&self, call: &'static str, buffer: &Buffer) -> Result<()> {
+        if !buffer.of_domain(&self.inner.domain) {
+            return Err(foreign_buffer(call));
+        }
+        Ok(())
+    }
+
+    fn bind_guard(&self, call: &'static str) -> Result<std::sync::MutexGuard<'_, Bound>> {
+        let bound = self.inner.bound.lock().unwrap_or_else(|e| e.into_inner());
+        if self.inner.state.load(Ordering::Acquire) & ENABLED != 0 {
+            return Err(Error::State {
+                call,
+                reason: "the endpoint is already enabled: bind before Endpoint::enable",
+            });
+        }
+        Ok(bound)
     }
 
     /// The endpoint's fid, as events name it.
@@ -363,11 +622,30 @@ impl Endpoint {
         &self.inner.info
     }
 
-    /// `fi_ep_bind` to an event queue (connection events).
+    /// `fi_ep_bind` to an event queue (connection events), once, before
+    /// [`enable`](Self::enable).
+    ///
+    /// # Errors
+    /// [`Error::ForeignObject`] for a queue of another fabric;
+    /// [`Error::State`] after `enable` or when a queue is already bound.
     #[doc(alias = "fi_ep_bind")]
     pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
-        // SAFETY: fi_ep_bind(3) of two open objects; the EQ is kept open by
-        // the Arc stored below as long as the endpoint is.
+        if !Arc::ptr_eq(&eq.inner.fabric, &self.inner.domain.fabric) {
+            return Err(Error::ForeignObject {
+                call: "fi_ep_bind",
+                what: "event queue",
+                scope: "fabric",
+            });
+        }
+        let mut bound = self.bind_guard("fi_ep_bind")?;
+        if bound.eq.is_some() {
+            return Err(Error::State {
+                call: "fi_ep_bind",
+                reason: "an event queue is already bound to this endpoint",
+            });
+        }
+        // SAFETY: fi_ep_bind(3) of two open objects of one fabric; the EQ is
+        // kept open by the Arc stored below as long as the endpoint is.
         check("fi_ep_bind(eq)", unsafe {
             sys::fi_ep_bind(self.raw(), eq.inner.fid.fid(), 0)
         })?;
@@ -378,49 +656,139 @@ impl Endpoint {
             self.fid(),
             RegisteredObject::Endpoint(Arc::downgrade(&self.inner)),
         );
-        self.keep(Bound::Eq(eq.inner.clone()));
+        bound.eq = Some(eq.inner.clone());
+        self.inner.state.fetch_or(EQ, Ordering::Release);
         Ok(())
     }
 
     /// `fi_ep_bind` to a completion queue, for transmit and/or receive
-    /// completions.
+    /// completions, before [`enable`](Self::enable); one queue per
+    /// direction.
+    ///
+    /// # Errors
+    /// [`Error::ForeignObject`] for a queue of another domain;
+    /// [`Error::State`] after `enable` or when a queue is already bound for
+    /// a direction; [`Error::InvalidArgument`] for flags other than
+    /// `TRANSMIT` and `RECV`, or none.
     pub fn bind_cq<F: Format>(&self, cq: &CompletionQueue<F>, flags: CqBind) -> Result<()> {
-        // SAFETY: as bind_eq.
+        if !Arc::ptr_eq(&cq.inner.domain, &self.inner.domain) {
+            return Err(Error::ForeignObject {
+                call: "fi_ep_bind",
+                what: "completion queue",
+                scope: "domain",
+            });
+        }
+        let known = CqBind::TRANSMIT | CqBind::RECV;
+        if flags.is_empty() || !known.contains(flags) {
+            return Err(Error::InvalidArgument(format!(
+                "fi_ep_bind: completion queue flags {flags:?}: give TRANSMIT, RECV or both"
+            )));
+        }
+        let mut bound = self.bind_guard("fi_ep_bind")?;
+        let tx = flags.contains(CqBind::TRANSMIT);
+        let rx = flags.contains(CqBind::RECV);
+        if (tx && bound.tx.is_some()) || (rx && bound.rx.is_some()) {
+            return Err(Error::State {
+                call: "fi_ep_bind",
+                reason: "a completion queue is already bound for this direction",
+            });
+        }
+        // SAFETY: fi_ep_bind(3) of two open objects of one domain; the CQ is
+        // kept open by the Arcs stored below as long as the endpoint is.
         check("fi_ep_bind(cq)", unsafe {
             sys::fi_ep_bind(self.raw(), cq.inner.fid.fid(), flags.bits())
         })?;
-        self.keep(Bound::Cq(cq.inner.clone()));
+        let mut bits = 0;
+        if tx {
+            bound.tx = Some(cq.inner.clone());
+            bits |= TX_CQ;
+        }
+        if rx {
+            bound.rx = Some(cq.inner.clone());
+            bits |= RX_CQ;
+        }
+        self.inner.state.fetch_or(bits, Ordering::Release);
         Ok(())
     }
 
-    /// `fi_ep_bind` to an address vector (connectionless endpoints).
+    /// `fi_ep_bind` to an address vector (connectionless endpoints), once,
+    /// before [`enable`](Self::enable).
+    ///
+    /// # Errors
+    /// [`Error::ForeignObject`] for a vector of another domain;
+    /// [`Error::State`] after `enable` or when one is already bound.
     pub fn bind_av(&self, av: &AddressVector) -> Result<()> {
-        // SAFETY: as bind_eq.
+        if !Arc::ptr_eq(&av.inner.domain, &self.inner.domain) {
+            return Err(Error::ForeignObject {
+                call: "fi_ep_bind",
+                what: "address vector",
+                scope: "domain",
+            });
+        }
+        let _bound = self.bind_guard("fi_ep_bind")?;
+        if self.inner.av.get().is_some() {
+            return Err(Error::State {
+                call: "fi_ep_bind",
+                reason: "an address vector is already bound to this endpoint",
+            });
+        }
+        // SAFETY: fi_ep_bind(3) of two open objects of one domain; the AV is
+        // kept open by the Arc stored below as long as the endpoint is.
         check("fi_ep_bind(av)", unsafe {
             sys::fi_ep_bind(self.raw(), av.inner.fid.fid(), 0)
         })?;
-        self.keep(Bound::Av(av.inner.clone()));
+        av.inner.bound();
+        let _ = self.inner.av.set(av.inner.clone());
+        self.inner.state.fetch_or(AV, Ordering::Release);
         Ok(())
     }
 
-    /// `fi_enable`.
+    /// `fi_enable`, once. Needs an event queue bound on connected (MSG)
+    /// endpoints and an address vector on connectionless ones.
+    ///
+    /// # Errors
+    /// [`Error::State`] when what it needs is not bound, or it is already
+    /// enabled; the provider's error.
     #[doc(alias = "fi_enable")]
     pub fn enable(&self) -> Result<()> {
-        // SAFETY: fi_enable(3) on an open endpoint.
+        let bound = self.bind_guard("fi_enable")?;
+        let state = self.inner.state.load(Ordering::Acquire);
+        if self.inner.connectionless && state & AV == 0 {
+            return Err(Error::State {
+                call: "fi_enable",
+                reason: "a connectionless endpoint needs an address vector bound first",
+            });
+        }
+        if !self.inner.connectionless && state & EQ == 0 {
+            return Err(Error::State {
+                call: "fi_enable",
+                reason: "a connected endpoint needs an event queue bound first",
+            });
+        }
+        // SAFETY: fi_enable(3) on an open endpoint with what it needs bound.
         check("fi_enable", unsafe { sys::fi_enable(self.raw()) })?;
+        self.inner.state.fetch_or(ENABLED, Ordering::Release);
         // Some providers know the connection data size only once enabled.
-        if let Some(max) = cm_data_size(self.inner.fid.fid()) {
-            for bound in self
-                .inner
-                .bound
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-            {
-                if let Bound::Eq(eq) = bound {
-                    eq.max_cm_data.fetch_max(max, Ordering::Relaxed);
-                }
-            }
+        if let (Some(max), Some(eq)) = (cm_data_size(self.inner.fid.fid()), &bound.eq) {
+            eq.max_cm_data.fetch_max(max, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Marks the endpoint as connecting, once.
+    fn start_connecting(&self, call: &'static str) -> Result<()> {
+        if self.inner.connectionless {
+            return Err(Error::State {
+                call,
+                reason: "only connected (FI_EP_MSG) endpoints connect",
+            });
+        }
+        self.ready(call, ENABLED | EQ)?;
+        if self.inner.state.fetch_or(CONNECTING, Ordering::AcqRel) & CONNECTING != 0 {
+            return Err(Error::State {
+                call,
+                reason: "the endpoint already connected or accepted",
+            });
         }
         Ok(())
     }
@@ -428,12 +796,38 @@ impl Endpoint {
     /// `fi_connect` to the destination of the endpoint's `fi_info`, sending
     /// `data` (at most `FI_OPT_CM_DATA_SIZE` bytes). The result arrives as an
     /// `FI_CONNECTED` event, or an error entry (`ECONNREFUSED`) if rejected.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] for data over `FI_OPT_CM_DATA_SIZE`;
+    /// [`Error::State`] on an endpoint not enabled, with no event queue,
+    /// opened from a request, already connecting, or whose `fi_info` has no
+    /// destination.
     #[doc(alias = "fi_connect")]
     pub fn connect(&self, data: &[u8]) -> Result<()> {
         check_cm_data(self.inner.fid.fid(), data)?;
+        if self
+            .inner
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            return Err(Error::State {
+                call: "fi_connect",
+                reason: "an endpoint opened from a connection request accepts it instead",
+            });
+        }
         let info = &self.inner.info;
-        // SAFETY: fi_connect(3): dest_addr is the fi_info's (or NULL), data
-        // is read during the call.
+        if info.dest_addr().is_empty() {
+            return Err(Error::State {
+                call: "fi_connect",
+                reason: "the endpoint's fi_info names no destination (Hints::node/service)",
+            });
+        }
+        self.start_connecting("fi_connect")?;
+        // SAFETY: fi_connect(3) on an enabled endpoint with its EQ bound:
+        // dest_addr is the fi_info's (dest_addrlen bytes of its format),
+        // data is read during the call.
         let ret = unsafe {
             sys::fi_connect(
                 self.raw(),
@@ -447,19 +841,46 @@ impl Endpoint {
 
     /// `fi_accept` of the connection request this endpoint was opened from,
     /// sending `data` back.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] for data over `FI_OPT_CM_DATA_SIZE`;
+    /// [`Error::State`] on an endpoint not opened from a request, not
+    /// enabled, with no event queue, or already accepted.
     #[doc(alias = "fi_accept")]
     pub fn accept(&self, data: &[u8]) -> Result<()> {
         check_cm_data(self.inner.fid.fid(), data)?;
-        // SAFETY: fi_accept(3): data is read during the call.
-        check("fi_accept", unsafe {
-            sys::fi_accept(self.raw(), data.as_ptr().cast(), data.len())
-        })
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.is_none() {
+            return Err(Error::State {
+                call: "fi_accept",
+                reason: "only an endpoint opened from a connection request accepts",
+            });
+        }
+        self.start_connecting("fi_accept")?;
+        // SAFETY: fi_accept(3) on an enabled endpoint opened from a request,
+        // with its EQ bound; data is read during the call.
+        let ret = unsafe { sys::fi_accept(self.raw(), data.as_ptr().cast(), data.len()) };
+        if ret == 0 {
+            // The provider consumed the handle.
+            *pending = None;
+        } else {
+            self.inner.state.fetch_and(!CONNECTING, Ordering::AcqRel);
+        }
+        check("fi_accept", ret)
     }
 
     /// `fi_shutdown`: both sides get `FI_SHUTDOWN`.
+    ///
+    /// # Errors
+    /// [`Error::State`] before a connect or accept.
     #[doc(alias = "fi_shutdown")]
     pub fn shutdown(&self) -> Result<()> {
-        // SAFETY: fi_shutdown(3) on an open endpoint.
+        self.ready("fi_shutdown", ENABLED | EQ | CONNECTING)
+            .map_err(|_| Error::State {
+                call: "fi_shutdown",
+                reason: "the endpoint has not connected or accepted",
+            })?;
+        // SAFETY: fi_shutdown(3) on an open, connected endpoint.
         check("fi_shutdown", unsafe { sys::fi_shutdown(self.raw(), 0) })
     }
 
@@ -485,15 +906,24 @@ impl Endpoint {
         self.recv_from(buffer, Addr::UNSPEC)
     }
 
-    /// `fi_recv` from one source address (connectionless endpoints).
+    /// `fi_recv` from one source address (connectionless endpoints;
+    /// `Addr::UNSPEC` for any).
     pub fn recv_from(&self, buffer: Buffer, src: Addr) -> Result<(), PostError> {
+        let src = match self
+            .ready("fi_recv", RECV_READY)
+            .and_then(|()| self.check_buffer("fi_recv", &buffer))
+            .and_then(|()| self.check_peer("fi_recv", src, true))
+        {
+            Ok(src) => src,
+            Err(error) => return Err(PostError { error, buffer }),
+        };
         let len = buffer.len();
         post!("fi_recv", buffer, |p| sys::fi_recv(
             self.raw(),
             p.addr,
             len,
             p.desc,
-            src.0,
+            src,
             p.context
         ))
     }
@@ -505,36 +935,48 @@ impl Endpoint {
         self.send_to(buffer, len, Addr::UNSPEC)
     }
 
-    fn check_len(buffer: Buffer, len: usize) -> Result<Buffer, PostError> {
+    /// The checks of a send: ready bits, length, peer.
+    #[inline(always)]
+    fn check_send(
+        &self,
+        call: &'static str,
+        need: u32,
+        buffer: &Buffer,
+        len: usize,
+        dest: Addr,
+    ) -> Result<u64> {
+        self.ready(call, need)?;
+        self.check_buffer(call, buffer)?;
         if len > buffer.len() {
-            return Err(PostError {
-                error: Error::BufferTooSmall {
-                    what: "send length",
-                    needed: len,
-                    given: buffer.len(),
-                },
-                buffer,
+            return Err(Error::BufferTooSmall {
+                what: "send length",
+                needed: len,
+                given: buffer.len(),
             });
         }
-        Ok(buffer)
+        self.check_peer(call, dest, false)
     }
 
     /// `fi_send` to an address (connectionless endpoints).
     pub fn send_to(&self, buffer: Buffer, len: usize, dest: Addr) -> Result<(), PostError> {
-        let buffer = Self::check_len(buffer, len)?;
+        let dest = match self.check_send("fi_send", SEND_READY, &buffer, len, dest) {
+            Ok(dest) => dest,
+            Err(error) => return Err(PostError { error, buffer }),
+        };
         post!("fi_send", buffer, |p| sys::fi_send(
             self.raw(),
             p.addr,
             len,
             p.desc,
-            dest.0,
+            dest,
             p.context
         ))
     }
 
     /// `fi_senddata`: a send that carries remote CQ data, seen by the
     /// receiver in a [`Data`](crate::cq::Data) or [`Tagged`](crate::cq::Tagged)
-    /// completion with `REMOTE_CQ_DATA`.
+    /// completion with `REMOTE_CQ_DATA`. `data` must fit the domain's
+    /// `cq_data_size` bytes.
     #[doc(alias = "fi_senddata")]
     pub fn send_data(
         &self,
@@ -543,28 +985,55 @@ impl Endpoint {
         data: u64,
         dest: Addr,
     ) -> Result<(), PostError> {
-        let buffer = Self::check_len(buffer, len)?;
+        let checked = self
+            .check_send("fi_senddata", SEND_READY, &buffer, len, dest)
+            .and_then(|dest| self.check_cq_data("fi_senddata", data).map(|()| dest));
+        let dest = match checked {
+            Ok(dest) => dest,
+            Err(error) => return Err(PostError { error, buffer }),
+        };
         post!("fi_senddata", buffer, |p| sys::fi_senddata(
             self.raw(),
             p.addr,
             len,
             p.desc,
             data,
-            dest.0,
+            dest,
             p.context
         ))
+    }
+
+    fn check_cq_data(&self, call: &'static str, data: u64) -> Result<()> {
+        let bytes = self.inner.cq_data_size;
+        if bytes == 0 {
+            return Err(Error::State {
+                call,
+                reason: "the domain carries no remote CQ data (cq_data_size is 0)",
+            });
+        }
+        if bytes < 8 && data >> (bytes * 8) != 0 {
+            return Err(Error::TooLarge {
+                what: "remote CQ data (domain cq_data_size bytes)",
+                limit: (1usize << (bytes * 8)) - 1,
+                given: data as usize,
+            });
+        }
+        Ok(())
     }
 
     /// `fi_tsend`: a tagged send.
     #[doc(alias = "fi_tsend")]
     pub fn tsend(&self, buffer: Buffer, len: usize, tag: u64, dest: Addr) -> Result<(), PostError> {
-        let buffer = Self::check_len(buffer, len)?;
+        let dest = match self.check_send("fi_tsend", TSEND_READY, &buffer, len, dest) {
+            Ok(dest) => dest,
+            Err(error) => return Err(PostError { error, buffer }),
+        };
         post!("fi_tsend", buffer, |p| sys::fi_tsend(
             self.raw(),
             p.addr,
             len,
             p.desc,
-            dest.0,
+            dest,
             tag,
             p.context
         ))
@@ -573,13 +1042,21 @@ impl Endpoint {
     /// `fi_trecv`: a tagged receive matching `tag` except the `ignore` bits.
     #[doc(alias = "fi_trecv")]
     pub fn trecv(&self, buffer: Buffer, tag: u64, ignore: u64, src: Addr) -> Result<(), PostError> {
+        let src = match self
+            .ready("fi_trecv", TRECV_READY)
+            .and_then(|()| self.check_buffer("fi_trecv", &buffer))
+            .and_then(|()| self.check_peer("fi_trecv", src, true))
+        {
+            Ok(src) => src,
+            Err(error) => return Err(PostError { error, buffer }),
+        };
         let len = buffer.len();
         post!("fi_trecv", buffer, |p| sys::fi_trecv(
             self.raw(),
             p.addr,
             len,
             p.desc,
-            src.0,
+            src,
             tag,
             ignore,
             p.context
@@ -587,20 +1064,43 @@ impl Endpoint {
     }
 
     /// `fi_inject`: sends `data` with no completion; the provider copies it
-    /// before returning, so any slice will do. Limited to the provider's
-    /// `inject_size`.
+    /// before returning, so any slice will do. At most the provider's
+    /// `inject_size` bytes ([`InfoEntry::inject_size`]).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] over `inject_size` (tcp only asserts it in debug
+    /// builds and otherwise copies past its buffer); the checks of a send.
     #[doc(alias = "fi_inject")]
     pub fn inject(&self, data: &[u8], dest: Addr) -> Result<()> {
+        if data.len() > self.inner.inject_size {
+            return Err(Error::TooLarge {
+                what: "fi_inject length (inject_size)",
+                limit: self.inner.inject_size,
+                given: data.len(),
+            });
+        }
+        self.ready("fi_inject", SEND_READY)?;
+        let dest = self.check_peer("fi_inject", dest, false)?;
         // SAFETY: fi_msg(3): fi_inject's buffer may be reused as soon as the
-        // call returns; no context, no completion.
-        let ret = unsafe { sys::fi_inject(self.raw(), data.as_ptr().cast(), data.len(), dest.0) };
-        check("fi_inject", ret as i32)
+        // call returns; no context, no completion. The endpoint is enabled
+        // with a transmit CQ, data is within inject_size and dest a live
+        // address (checked above).
+        let ret = unsafe { sys::fi_inject(self.raw(), data.as_ptr().cast(), data.len(), dest) };
+        if ret < 0 {
+            return Err(Error::fabric("fi_inject", ret as i64));
+        }
+        Ok(())
     }
 
     /// Closes the endpoint now, returning its error; [`Error::InUse`] while
-    /// other handles exist.
-    pub fn close(self) -> Result<()> {
-        close_last(self.inner, "endpoint", |i| i.fid.close())
+    /// other handles exist, in which case it is handed back.
+    pub fn close(self) -> CloseResult<Self> {
+        close_last(
+            self.inner,
+            "endpoint",
+            |inner| Endpoint { inner },
+            |i| i.fid.close(),
+        )
     }
 }
 
@@ -608,111 +1108,7 @@ impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Endpoint")
             .field("fid", &self.fid())
-            .finish()
-    }
-}
-
-pub(crate) struct PepInner {
-    pub(crate) fid: OwnedFid<sys::fid_pep>,
-    bound: Mutex<Vec<Arc<EqInner>>>,
-    _fabric: Arc<FabricInner>,
-}
-
-/// A passive endpoint: listens for connection requests, which arrive on its
-/// event queue as [`Event::ConnReq`](crate::eq::Event::ConnReq).
-#[derive(Clone)]
-pub struct PassiveEndpoint {
-    pub(crate) inner: Arc<PepInner>,
-}
-
-impl PassiveEndpoint {
-    /// `fi_passive_ep`.
-    #[doc(alias = "fi_passive_ep")]
-    pub fn open(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
-        let mut raw = ptr::null_mut();
-        // SAFETY: fi_passive_ep(3) with an open fabric and valid fi_info.
-        let ret = unsafe {
-            sys::fi_passive_ep(
-                fabric.inner.fid.as_ptr(),
-                info.as_raw() as *mut _,
-                &mut raw,
-                ptr::null_mut(),
-            )
-        };
-        let fid = OwnedFid::opened("fi_passive_ep", ret, raw)?;
-        Ok(PassiveEndpoint {
-            inner: Arc::new(PepInner {
-                fid,
-                bound: Mutex::new(Vec::new()),
-                _fabric: fabric.inner.clone(),
-            }),
-        })
-    }
-
-    /// The passive endpoint's fid, as `FI_CONNREQ` events name it.
-    pub fn fid(&self) -> Fid {
-        Fid::from_raw(self.inner.fid.fid())
-    }
-
-    /// `fi_pep_bind` to the event queue that receives its connection requests.
-    #[doc(alias = "fi_pep_bind")]
-    pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
-        // SAFETY: fi_pep_bind(3) of two open objects; the EQ is kept open by
-        // the Arc stored below.
-        check("fi_pep_bind", unsafe {
-            sys::fi_pep_bind(self.inner.fid.as_ptr(), eq.inner.fid.fid(), 0)
-        })?;
-        if let Some(max) = cm_data_size(self.inner.fid.fid()) {
-            eq.inner.max_cm_data.fetch_max(max, Ordering::Relaxed);
-        }
-        eq.inner.registry.insert(
-            self.fid(),
-            RegisteredObject::Passive(Arc::downgrade(&self.inner)),
-        );
-        self.inner
-            .bound
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(eq.inner.clone());
-        Ok(())
-    }
-
-    /// `fi_listen`.
-    #[doc(alias = "fi_listen")]
-    pub fn listen(&self) -> Result<()> {
-        // SAFETY: fi_listen(3) on an open passive endpoint.
-        check("fi_listen", unsafe {
-            sys::fi_listen(self.inner.fid.as_ptr())
-        })
-    }
-
-    /// `fi_getname`: the address it listens on.
-    pub fn name(&self) -> Result<Vec<u8>> {
-        name_of(self.inner.fid.fid(), false)
-    }
-
-    /// The address it listens on, for socket-based providers.
-    pub fn local_addr(&self) -> Result<SocketAddr> {
-        let name = self.name()?;
-        socket_addr(&name)
-            .ok_or_else(|| Error::InvalidArgument("the address is not a socket address".into()))
-    }
-
-    /// `FI_OPT_CM_DATA_SIZE`.
-    pub fn cm_data_size(&self) -> Option<usize> {
-        cm_data_size(self.inner.fid.fid())
-    }
-
-    /// Closes it now; [`Error::InUse`] while other handles exist.
-    pub fn close(self) -> Result<()> {
-        close_last(self.inner, "passive endpoint", |i| i.fid.close())
-    }
-}
-
-impl fmt::Debug for PassiveEndpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PassiveEndpoint")
-            .field("fid", &self.fid())
+            .field("ep_type", &self.info().ep_type())
             .finish()
     }
 }

@@ -16,11 +16,14 @@
 //! # Ok::<(), libfabric::Error>(())
 //! ```
 
-use crate::connreq::ConnRequest;
-use crate::error::{check_len, Errno, Error, Result, EAGAIN, EAVAIL};
+use crate::connreq::{ConnRequest, RequestSource};
+use crate::error::{
+    check_len, check_queue_size, try_zeroed, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL,
+};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::Info;
+use crate::pep::PepCore;
 use crate::wait::{query_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable};
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -114,34 +117,63 @@ impl EqAttr {
 }
 
 /// Objects bound to a queue, to resolve the fid of an event.
-#[derive(Default)]
 pub(crate) struct Registry {
-    entries: Mutex<Vec<(Fid, RegisteredObject)>>,
+    entries: Mutex<RegistryEntries>,
+}
+
+#[derive(Default)]
+struct RegistryEntries {
+    live: Vec<(Fid, RegisteredObject)>,
+    /// Addresses at which an object was registered after an earlier one
+    /// there had closed: an event naming such an address may be the earlier
+    /// object's, still queued.
+    reused: Vec<Fid>,
 }
 
 #[derive(Clone)]
 pub(crate) enum RegisteredObject {
     Endpoint(Weak<crate::ep::EpInner>),
-    Passive(Weak<crate::ep::PepInner>),
+    Passive(Weak<crate::pep::PepInner>),
+}
+
+impl RegisteredObject {
+    fn is_alive(&self) -> bool {
+        match self {
+            RegisteredObject::Endpoint(w) => w.strong_count() > 0,
+            RegisteredObject::Passive(w) => w.strong_count() > 0,
+        }
+    }
 }
 
 impl Registry {
     pub(crate) fn insert(&self, fid: Fid, obj: RegisteredObject) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|(_, o)| match o {
-            RegisteredObject::Endpoint(w) => w.strong_count() > 0,
-            RegisteredObject::Passive(w) => w.strong_count() > 0,
+        let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut dead_here = false;
+        e.live.retain(|(f, o)| {
+            let alive = o.is_alive();
+            dead_here |= !alive && *f == fid;
+            alive
         });
-        entries.push((fid, obj));
+        if dead_here && !e.reused.contains(&fid) {
+            e.reused.push(fid);
+        }
+        e.live.push((fid, obj));
     }
 
-    fn find(&self, fid: Fid) -> Option<RegisteredObject> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
-            .iter()
-            .rev()
-            .find(|(f, _)| *f == fid)
-            .map(|(_, o)| o.clone())
+    /// The object registered at `fid`, and whether an earlier object was
+    /// registered at the same address.
+    fn find(&self, fid: Fid) -> Option<(RegisteredObject, bool)> {
+        let e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let obj = e.live.iter().rev().find(|(f, _)| *f == fid)?.1.clone();
+        Some((obj, e.reused.contains(&fid)))
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            entries: Mutex::new(RegistryEntries::default()),
+        }
     }
 }
 
@@ -154,6 +186,93 @@ pub(crate) struct EqInner {
     /// Largest connection data any endpoint bound to the queue may carry.
     pub(crate) max_cm_data: AtomicUsize,
     pub(crate) registry: Registry,
+    /// Every passive endpoint bound to the queue, closed just before it
+    /// (see the `pep` module: the provider may still deliver requests to
+    /// them).
+    peps: Mutex<Vec<Arc<PepCore>>>,
+}
+
+impl EqInner {
+    pub(crate) fn keep_passive(&self, pep: Arc<PepCore>) {
+        self.peps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pep);
+    }
+
+    fn find_passive(&self, fid: Fid) -> Option<Arc<PepCore>> {
+        self.peps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|p| Fid::from_raw(p.fid.fid()) == fid)
+            .cloned()
+    }
+
+    /// Empties the queue before it closes: connection requests still queued
+    /// are rejected and their `fi_info` freed (libfabric's util EQ frees
+    /// neither at close: `util_eq_close` only frees the list entries), and
+    /// error entries are read. Then the passive endpoints bound to it close.
+    fn drain(&mut self) {
+        if !self.fid.is_open() {
+            return;
+        }
+        let cm = self.max_cm_data.load(Ordering::Relaxed);
+        let Ok(mut buf) = EventBuf::with_cm_data_capacity(cm.max(DEFAULT_CM_DATA_CAPACITY)) else {
+            return;
+        };
+        let mut errbuf = ErrDataBuf::new();
+        for _ in 0..(1 << 20) {
+            let mut event = 0u32;
+            // SAFETY: as in EventQueue::read_raw: buf is writable for its
+            // whole length, which covers the largest connection data bound.
+            let ret = unsafe {
+                sys::fi_eq_read(
+                    self.fid.as_ptr(),
+                    &mut event,
+                    buf.words.as_mut_ptr().cast(),
+                    buf.len(),
+                    0,
+                )
+            };
+            if ret == EAVAIL {
+                let (data, size) = errbuf.raw_parts();
+                let mut entry = sys::fi_eq_err_entry {
+                    err_data: data,
+                    err_data_size: size,
+                    ..Default::default()
+                };
+                // SAFETY: as in EventQueue::read_err.
+                if unsafe { sys::fi_eq_readerr(self.fid.as_ptr(), &mut entry, 0) } < 0 {
+                    break;
+                }
+                continue;
+            }
+            if ret < 0 {
+                break;
+            }
+            if event == sys::FI_CONNREQ && ret as usize >= size_of::<sys::fi_eq_cm_entry>() {
+                // SAFETY: a full fi_eq_cm_entry was written at the start of
+                // the u64-aligned buffer.
+                let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
+                if let Some(info) = Info::from_raw(e.info) {
+                    if let Some(pep) = self.find_passive(Fid::from_raw(e.fid)) {
+                        let _ = crate::connreq::reject_raw(&pep, &info, &[]);
+                    }
+                }
+            }
+        }
+        self.peps
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
+impl Drop for EqInner {
+    fn drop(&mut self) {
+        self.drain();
+    }
 }
 
 /// An open event queue. Cloning gives another handle; endpoints bound to it
@@ -176,6 +295,10 @@ pub struct EventBuf {
 /// 1.x provider allows (`FI_OPT_CM_DATA_SIZE` is at most a few hundred bytes).
 pub const DEFAULT_CM_DATA_CAPACITY: usize = 1024;
 
+/// The largest connection data capacity an [`EventBuf`] may have (1 MiB):
+/// far above what any provider carries, and far below an overflow.
+pub const MAX_CM_DATA_CAPACITY: usize = 1 << 20;
+
 impl Default for EventBuf {
     fn default() -> Self {
         Self::new()
@@ -187,15 +310,27 @@ impl EventBuf {
     /// connection data.
     pub fn new() -> Self {
         Self::with_cm_data_capacity(DEFAULT_CM_DATA_CAPACITY)
+            .expect("an EventBuf of the default capacity is a few hundred bytes")
     }
 
     /// Room for any event with up to `bytes` of connection data.
-    pub fn with_cm_data_capacity(bytes: usize) -> Self {
-        let len = (size_of::<sys::fi_eq_cm_entry>() + bytes).max(size_of::<sys::fi_eq_entry>());
-        EventBuf {
-            words: vec![0u64; len.div_ceil(8)].into_boxed_slice(),
-            cm_capacity: bytes,
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] over [`MAX_CM_DATA_CAPACITY`];
+    /// [`Error::OutOfMemory`] when the buffer cannot be allocated.
+    pub fn with_cm_data_capacity(bytes: usize) -> Result<Self> {
+        if bytes > MAX_CM_DATA_CAPACITY {
+            return Err(Error::TooLarge {
+                what: "EventBuf connection data capacity",
+                limit: MAX_CM_DATA_CAPACITY,
+                given: bytes,
+            });
         }
+        let len = (size_of::<sys::fi_eq_cm_entry>() + bytes).max(size_of::<sys::fi_eq_entry>());
+        Ok(EventBuf {
+            words: try_zeroed("EventBuf", len.div_ceil(8))?,
+            cm_capacity: bytes,
+        })
     }
 
     /// Bytes of connection data an event read into it may carry.
@@ -225,14 +360,17 @@ impl Default for ErrDataBuf {
 impl ErrDataBuf {
     /// 4 KiB.
     pub fn new() -> Self {
-        Self::with_capacity(4096)
+        Self::with_capacity(4096).expect("4 KiB")
     }
 
-    /// `bytes` of room.
-    pub fn with_capacity(bytes: usize) -> Self {
-        ErrDataBuf {
-            data: vec![0u8; bytes.max(1)].into_boxed_slice(),
-        }
+    /// `bytes` of room (at least 1).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the buffer cannot be allocated.
+    pub fn with_capacity(bytes: usize) -> Result<Self> {
+        Ok(ErrDataBuf {
+            data: try_zeroed("ErrDataBuf", bytes.max(1))?,
+        })
     }
 
     pub(crate) fn raw_parts(&mut self) -> (*mut c_void, usize) {
@@ -359,6 +497,7 @@ pub enum Read<'b> {
 /// An error entry (`struct fi_eq_err_entry`), its `err_data` copied into the
 /// caller's [`ErrDataBuf`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct EqError<'b> {
     /// The object the error is about.
     pub fid: Fid,
@@ -373,6 +512,9 @@ pub struct EqError<'b> {
     /// Provider-specific error data; for a rejected connection, the
     /// rejecting side's connection data.
     pub err_data: &'b [u8],
+    /// The data as the provider gave it, which `strerror` hands back (the
+    /// public field may be changed by the caller).
+    provided: &'b [u8],
 }
 
 /// The object an event's fid names, from [`EventQueue::resolve`].
@@ -393,6 +535,16 @@ impl EventQueue {
     /// `FI_WAIT_MUTEX_COND` and `FI_WAIT_YIELD`).
     #[doc(alias = "fi_eq_open")]
     pub fn open(fabric: &Fabric, attr: &EqAttr) -> Result<Self> {
+        check_queue_size("event queue size", attr.size)?;
+        if let Some(set) = &attr.wait_set {
+            if !set.belongs_to(&fabric.inner) {
+                return Err(Error::ForeignObject {
+                    call: "fi_eq_open",
+                    what: "wait set",
+                    scope: "fabric",
+                });
+            }
+        }
         let mut raw_attr = sys::fi_eq_attr {
             size: attr.size,
             flags: attr.flags,
@@ -423,6 +575,7 @@ impl EventQueue {
         };
         if ret < 0
             && attr.wait_obj != WaitObj::None
+            && attr.flags & sys::FI_AFFINITY == 0
             && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
         {
             return Err(Error::UnsupportedWait {
@@ -442,6 +595,7 @@ impl EventQueue {
                 writable: attr.flags & sys::FI_WRITE != 0,
                 max_cm_data: AtomicUsize::new(0),
                 registry: Registry::default(),
+                peps: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -595,6 +749,7 @@ impl EventQueue {
             err: Errno::from_raw(entry.err),
             prov_errno: entry.prov_errno,
             err_data,
+            provided: err_data,
         }))
     }
 
@@ -639,7 +794,7 @@ impl EventQueue {
                 sys::fi_eq_strerror(
                     self.inner.fid.as_ptr(),
                     err.prov_errno,
-                    err.err_data.as_ptr().cast(),
+                    err.provided.as_ptr().cast(),
                     buf,
                     len,
                 )
@@ -649,8 +804,21 @@ impl EventQueue {
 
     /// The endpoint or passive endpoint bound to this queue that `fid`
     /// names, if it is still open.
+    ///
+    /// An event names its object by address, and a closed endpoint's
+    /// address may be reused by a newer one. The tcp and verbs providers
+    /// remove a closed endpoint's events from its queue
+    /// (`ofi_eq_remove_fid_events`, `prov/tcp/src/tcpx_ep.c` 626;
+    /// `vrb_eq_remove_events`, `prov/verbs/src/verbs_ep.c` 546, in 1.17), so
+    /// there an event read now names the object now at that address. On
+    /// other providers an address used by an earlier endpoint of this queue
+    /// resolves to `None` rather than to the wrong object.
     pub fn resolve(&self, fid: Fid) -> Option<EventSource> {
-        match self.inner.registry.find(fid)? {
+        let (obj, reused) = self.inner.registry.find(fid)?;
+        if reused && !matches!(self.inner.fabric.provider.as_str(), "tcp" | "verbs") {
+            return None;
+        }
+        match obj {
             RegisteredObject::Endpoint(w) => w
                 .upgrade()
                 .map(|inner| EventSource::Endpoint(crate::Endpoint { inner })),
@@ -661,9 +829,19 @@ impl EventQueue {
     }
 
     /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or
-    /// other handles exist.
-    pub fn close(self) -> Result<()> {
-        close_last(self.inner, "event queue", |i| i.fid.close())
+    /// other handles exist, in which case the queue is handed back.
+    /// Connection requests still queued are rejected first, and passive
+    /// endpoints bound to it close with it.
+    pub fn close(self) -> CloseResult<Self> {
+        close_last(
+            self.inner,
+            "event queue",
+            |inner| EventQueue { inner },
+            |i| {
+                i.drain();
+                i.fid.close()
+            },
+        )
     }
 }
 
@@ -685,7 +863,7 @@ fn not_writable() -> Error {
 
 #[inline(always)]
 pub(crate) fn decode<'b>(
-    eq: &EqInner,
+    eq: &Arc<EqInner>,
     ret: isize,
     event: u32,
     buf: &'b mut EventBuf,
@@ -739,11 +917,11 @@ pub(crate) fn decode<'b>(
             let request = if peek {
                 None
             } else {
-                let pep = match eq.registry.find(fid) {
-                    Some(RegisteredObject::Passive(w)) => w.upgrade(),
-                    _ => None,
-                };
-                Info::from_raw(info).map(|info| ConnRequest::new(info, pep))
+                let source = eq.find_passive(fid).map(|pep| RequestSource {
+                    pep,
+                    _eq: eq.clone(),
+                });
+                Info::from_raw(info).map(|info| ConnRequest::new(info, source))
             };
             Event::ConnReq(ConnReq { fid, request, data })
         }

@@ -3,6 +3,7 @@
 //! All return-code conversion of the crate happens in this module.
 
 use libfabric_sys::fabric as sys;
+use std::borrow::Cow;
 use std::ffi::{c_int, CStr};
 use std::fmt;
 use std::io;
@@ -155,12 +156,33 @@ errnos! {
 }
 
 impl Errno {
-    /// `fi_strerror`: libfabric's text for this error.
-    pub fn text(self) -> &'static str {
-        // SAFETY: fi_strerror(3) returns a pointer to a static, NUL-terminated
-        // string for any value, known or not.
-        let text = unsafe { CStr::from_ptr(sys::fi_strerror(self.raw())) };
-        text.to_str().unwrap_or("(non-UTF-8 error text)")
+    /// The error's text: `fi_strerror` for libfabric's own codes
+    /// (`FI_ERRNO_OFFSET` and up, static strings in libfabric), and the C
+    /// library's `strerror_r` for the system codes below them.
+    ///
+    /// `fi_strerror` itself is not used for system codes: it returns
+    /// `strerror(3)`'s result, which for a value glibc does not know is a
+    /// per-thread buffer that the next such call frees (libfabric 1.17
+    /// `src/fi_tostr.c`, `fi_strerror`), so it cannot be borrowed.
+    pub fn text(self) -> Cow<'static, str> {
+        let raw = self.raw();
+        if raw >= sys::FI_ERRNO_OFFSET {
+            // SAFETY: fi_strerror(3): for values from FI_ERRNO_OFFSET up,
+            // libfabric returns an entry of its static `errstr` table (the
+            // last entry for values past the table), never a buffer.
+            let text = unsafe { CStr::from_ptr(sys::fi_strerror(raw)) };
+            return Cow::Borrowed(text.to_str().unwrap_or("(non-UTF-8 error text)"));
+        }
+        let mut buf = [0 as std::ffi::c_char; 128];
+        // SAFETY: strerror_r (the XSI version the libc crate binds) writes
+        // at most buf.len() bytes, NUL-terminated, into our buffer.
+        let ret = unsafe { libc::strerror_r(raw, buf.as_mut_ptr(), buf.len()) };
+        if ret != 0 {
+            return Cow::Owned(format!("Unknown error {raw}"));
+        }
+        // SAFETY: strerror_r succeeded, so buf holds a NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(buf.as_ptr()) };
+        Cow::Owned(text.to_string_lossy().into_owned())
     }
 }
 
@@ -272,6 +294,55 @@ pub enum Error {
         /// How many other handles hold it.
         users: usize,
     },
+    /// An object of another fabric, domain or provider was given where
+    /// the call needs one of the same (binding it would make the provider
+    /// follow pointers of another provider's structures).
+    #[error("{call}: the {what} belongs to another {scope}")]
+    ForeignObject {
+        /// The call that was refused.
+        call: &'static str,
+        /// What was given.
+        what: &'static str,
+        /// `"fabric"`, `"domain"` or `"provider"`.
+        scope: &'static str,
+    },
+    /// A call made before what it needs is bound or enabled, or in a state
+    /// where the provider would crash or misbehave (for example `fi_listen`
+    /// with no event queue bound, a send with no completion queue for
+    /// transmits, a second event queue bound to an endpoint).
+    #[error("{call}: {reason}")]
+    State {
+        /// The call that was refused.
+        call: &'static str,
+        /// What is missing or wrong.
+        reason: &'static str,
+    },
+    /// The endpoint's `fi_info` does not grant a capability the call needs.
+    #[error("{call} needs the capability {needed:?}, which the endpoint was not given")]
+    MissingCapability {
+        /// The call that was refused.
+        call: &'static str,
+        /// The capability it needs.
+        needed: crate::info::Caps,
+    },
+    /// A size, length or count over what the call or the provider allows.
+    #[error("{what}: {given} is over the limit of {limit}")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// The largest value allowed.
+        limit: usize,
+        /// The value given.
+        given: usize,
+    },
+    /// Memory for a buffer could not be allocated.
+    #[error("could not allocate {bytes} bytes for {what}")]
+    OutOfMemory {
+        /// What the memory was for.
+        what: &'static str,
+        /// How many bytes were asked for.
+        bytes: usize,
+    },
     /// A system call on a wait fd failed.
     #[error("{call}: {source}")]
     System {
@@ -314,7 +385,13 @@ impl From<Error> for io::Error {
         let kind = match &e {
             Error::Fabric { errno, .. } => (*errno).into(),
             Error::NoProvider { .. } => io::ErrorKind::NotFound,
-            Error::BufferTooSmall { .. } | Error::InvalidArgument(_) => io::ErrorKind::InvalidInput,
+            Error::BufferTooSmall { .. }
+            | Error::InvalidArgument(_)
+            | Error::ForeignObject { .. }
+            | Error::State { .. }
+            | Error::TooLarge { .. } => io::ErrorKind::InvalidInput,
+            Error::MissingCapability { .. } => io::ErrorKind::Unsupported,
+            Error::OutOfMemory { .. } => io::ErrorKind::OutOfMemory,
             Error::UnsupportedWait { .. } | Error::RuntimeTooOld { .. } => {
                 io::ErrorKind::Unsupported
             }
@@ -322,6 +399,64 @@ impl From<Error> for io::Error {
             _ => io::ErrorKind::Other,
         };
         io::Error::new(kind, e)
+    }
+}
+
+/// The largest queue, address vector or pool size this crate passes to a
+/// provider: verbs takes CQ depths as `int` (`ibv_create_cq`'s `cqe`), and
+/// the util queues round sizes up to a power of two in 64 bits
+/// (`roundup_power_of_two`, libfabric `include/ofi.h`), which wraps to 0
+/// above 2^63 and then writes past a tiny allocation.
+pub const MAX_QUEUE_SIZE: usize = i32::MAX as usize;
+
+/// Refuses a size over [`MAX_QUEUE_SIZE`].
+pub(crate) fn check_queue_size(what: &'static str, given: usize) -> Result<()> {
+    if given > MAX_QUEUE_SIZE {
+        return Err(Error::TooLarge {
+            what,
+            limit: MAX_QUEUE_SIZE,
+            given,
+        });
+    }
+    Ok(())
+}
+
+/// Plain integers, for which all-zero bytes are a valid value.
+pub(crate) trait Zeroable: Copy {}
+impl Zeroable for u8 {}
+impl Zeroable for u64 {}
+
+/// A zeroed boxed slice of `len` elements (`calloc`-like: the pages are not
+/// touched), or [`Error::OutOfMemory`] instead of aborting the process when
+/// the allocation fails or its size overflows.
+pub(crate) fn try_zeroed<T: Zeroable>(what: &'static str, len: usize) -> Result<Box<[T]>> {
+    let oom = || Error::OutOfMemory {
+        what,
+        bytes: len.saturating_mul(std::mem::size_of::<T>()),
+    };
+    if len == 0 {
+        return Ok(Box::default());
+    }
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| oom())?;
+    // SAFETY: the layout has a non-zero size (len > 0, T is not zero-sized).
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if p.is_null() {
+        return Err(oom());
+    }
+    // SAFETY: p points to len zeroed elements allocated by the global
+    // allocator with Layout::array::<T>(len), which is the layout a
+    // Box<[T]> of len elements is freed with; zero is a valid T (Zeroable).
+    Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) })
+}
+
+/// What a failed `close` hands back: the object, still open, and why.
+pub type CloseResult<T> = std::result::Result<(), (T, Error)>;
+
+/// Lets `?` turn a failed `close` into the error alone (dropping the handle
+/// it handed back).
+impl<T: fmt::Debug> From<(T, Error)> for Error {
+    fn from((_, e): (T, Error)) -> Self {
+        e
     }
 }
 
@@ -354,13 +489,19 @@ pub(crate) fn provider_text(
     call: impl FnOnce(*mut std::ffi::c_char, usize) -> *const std::ffi::c_char,
 ) -> String {
     let mut text = [0 as std::ffi::c_char; 256];
-    let p = call(text.as_mut_ptr(), text.len());
+    // One byte less than the buffer: providers copy with strncpy, which
+    // leaves no NUL when the text fills the length given (verbs'
+    // `vrb_cq_strerror`, `prov/verbs/src/verbs_cq.c` 392 in 1.17), and the
+    // last byte stays 0.
+    let p = call(text.as_mut_ptr(), text.len() - 1);
     if p.is_null() {
         return String::new();
     }
     // SAFETY: fi_eq(3)/fi_cq(3): the strerror calls return a NUL-terminated
-    // string, either the buffer given (written at most len bytes, NUL
-    // terminated) or a static one; both outlive this copy.
+    // string, either the buffer given (at most len bytes written, and its
+    // last byte is still 0) or the provider's own (static, or strerror's
+    // per-thread buffer, as verbs' EQ returns, which nothing on this thread
+    // overwrites before the copy below).
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 

@@ -1,7 +1,7 @@
 //! `fi_fabric(3)`: the fabric, parent of domains, event queues and passive
 //! endpoints.
 
-use crate::error::{Error, Result};
+use crate::error::{CloseResult, Error, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::InfoEntry;
 use libfabric_sys::fabric as sys;
@@ -10,6 +10,34 @@ use std::sync::Arc;
 
 pub(crate) struct FabricInner {
     pub(crate) fid: OwnedFid<sys::fid_fabric>,
+    /// The provider and fabric names it was opened with: domains, passive
+    /// endpoints and endpoints are refused for an `fi_info` of another.
+    pub(crate) provider: String,
+    pub(crate) name: String,
+}
+
+impl FabricInner {
+    /// Refuses an `fi_info` of another provider or fabric (fi_domain(3) and
+    /// fi_endpoint(3) take an info "returned by fi_getinfo" for this fabric;
+    /// providers cast the objects they are given to their own types without
+    /// checking, e.g. tcp `tcpx_domain_open`).
+    pub(crate) fn check_info(&self, call: &'static str, info: &InfoEntry) -> Result<()> {
+        if info.provider() != self.provider {
+            return Err(Error::ForeignObject {
+                call,
+                what: "fi_info",
+                scope: "provider",
+            });
+        }
+        if info.fabric_name() != self.name {
+            return Err(Error::ForeignObject {
+                call,
+                what: "fi_info",
+                scope: "fabric",
+            });
+        }
+        Ok(())
+    }
 }
 
 /// An open fabric. Cloning gives another handle to the same fabric; it is
@@ -44,7 +72,11 @@ impl Fabric {
         let ret = unsafe { sys::fi_fabric(attr, &mut raw, ptr::null_mut()) };
         let fid = OwnedFid::opened("fi_fabric", ret, raw)?;
         Ok(Fabric {
-            inner: Arc::new(FabricInner { fid }),
+            inner: Arc::new(FabricInner {
+                fid,
+                provider: info.provider().to_owned(),
+                name: info.fabric_name().to_owned(),
+            }),
         })
     }
 
@@ -53,10 +85,21 @@ impl Fabric {
         self.inner.fid.as_ptr()
     }
 
+    /// The provider it was opened for, such as `"tcp"`.
+    pub fn provider(&self) -> &str {
+        &self.inner.provider
+    }
+
     /// Closes the fabric now (`fi_close`), returning its error. Fails with
-    /// [`Error::InUse`] while other handles or objects opened from it exist.
-    pub fn close(self) -> Result<()> {
-        close_last(self.inner, "fabric", |inner| inner.fid.close())
+    /// [`Error::InUse`] while other handles or objects opened from it exist;
+    /// on failure the fabric is handed back, still open.
+    pub fn close(self) -> CloseResult<Self> {
+        close_last(
+            self.inner,
+            "fabric",
+            |inner| Fabric { inner },
+            |i| i.fid.close(),
+        )
     }
 }
 

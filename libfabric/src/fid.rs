@@ -66,15 +66,18 @@ impl<T: RawFid> OwnedFid<T> {
         !self.closed
     }
 
-    /// Closes now and reports the result.
+    /// Closes now and reports the result. A failed close leaves the object
+    /// open and owned (fi_close(3): on error nothing was released), so that
+    /// it is neither used after a release nor forgotten.
     pub(crate) fn close(&mut self) -> Result<()> {
         if self.closed {
             return Ok(());
         }
+        // SAFETY: the object is open (closed is false) and owned by self;
+        // once fi_close succeeds it is never used again.
+        check("fi_close", unsafe { sys::fi_close(self.fid()) })?;
         self.closed = true;
-        // SAFETY: the object is open (closed was false) and owned by self;
-        // after this call it is never used again.
-        check("fi_close", unsafe { sys::fi_close(self.fid()) })
+        Ok(())
     }
 }
 
@@ -86,18 +89,29 @@ impl<T: RawFid> Drop for OwnedFid<T> {
     }
 }
 
-/// Closes the object behind `arc` now if this is the last handle, or reports
-/// how many other handles keep it open.
-pub(crate) fn close_last<I>(
+/// Closes the object behind `arc` now if this is the last handle. Otherwise,
+/// or when the close itself fails, the handle comes back with the error
+/// (rebuilt by `wrap`), so that nothing is lost and the caller may retry.
+pub(crate) fn close_last<I, H>(
     arc: std::sync::Arc<I>,
     name: &'static str,
+    wrap: impl FnOnce(std::sync::Arc<I>) -> H,
     close: impl FnOnce(&mut I) -> Result<()>,
-) -> Result<()> {
+) -> std::result::Result<(), (H, crate::Error)> {
     match std::sync::Arc::try_unwrap(arc) {
-        Ok(mut inner) => close(&mut inner),
-        Err(shared) => Err(crate::Error::InUse {
-            object: name,
-            users: std::sync::Arc::strong_count(&shared) - 1,
-        }),
+        Ok(mut inner) => match close(&mut inner) {
+            Ok(()) => Ok(()),
+            Err(e) => Err((wrap(std::sync::Arc::new(inner)), e)),
+        },
+        Err(shared) => {
+            let users = std::sync::Arc::strong_count(&shared) - 1;
+            Err((
+                wrap(shared),
+                crate::Error::InUse {
+                    object: name,
+                    users,
+                },
+            ))
+        }
     }
 }

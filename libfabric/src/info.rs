@@ -613,6 +613,11 @@ impl InfoEntry {
         unsafe { self.0.rx_attr.as_ref() }.map_or(0, |a| a.size)
     }
 
+    /// Whether it carries a connection request's handle (`fi_info::handle`).
+    pub(crate) fn has_handle(&self) -> bool {
+        !self.0.handle.is_null()
+    }
+
     /// An owned copy (`fi_dupinfo`).
     pub fn to_owned_info(&self) -> Result<Info> {
         // SAFETY: fi_dupinfo(3) deep-copies one fi_info (next is not

@@ -129,6 +129,7 @@ pub mod error;
 pub mod fabric;
 mod fid;
 pub mod info;
+pub mod pep;
 pub mod poll;
 #[cfg(feature = "tokio")]
 pub mod tokio;
@@ -139,11 +140,12 @@ pub use buffer::{Buffer, BufferPool};
 pub use connreq::ConnRequest;
 pub use cq::CompletionQueue;
 pub use domain::Domain;
-pub use ep::{Endpoint, PassiveEndpoint};
+pub use ep::Endpoint;
 pub use eq::EventQueue;
-pub use error::{Errno, Error, Result};
+pub use error::{CloseResult, Errno, Error, Result};
 pub use fabric::Fabric;
 pub use info::{getinfo, Hints, Info};
+pub use pep::PassiveEndpoint;
 
 /// The raw bindings this crate is built on.
 pub use libfabric_sys::fabric as sys;

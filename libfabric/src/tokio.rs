@@ -170,7 +170,16 @@ impl<F: Format> AsyncCompletionQueue<F> {
     ///
     /// # Cancel safety
     /// Cancel safe: completions are only taken in the poll that returns them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty `buf` (nothing could ever be
+    /// read into it).
     pub async fn read<'b>(&self, buf: &'b mut [F::Entry]) -> Result<cq::Read<'b, F::Entry>> {
+        if buf.is_empty() {
+            return Err(Error::InvalidArgument(
+                "AsyncCompletionQueue::read: an empty slice has no room for a completion".into(),
+            ));
+        }
         loop {
             // As in AsyncEventQueue::read: yield once the budget is spent,
             // before taking anything.

@@ -2,12 +2,12 @@
 //! `FI_WAIT_POLLFD` sets, `fi_trywait` over several queues, wait sets, and
 //! [`Waiter`], which runs the whole trywait / block / drain loop.
 
-use crate::error::{check, Error, Result};
+use crate::error::{check, CloseResult, Error, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,11 @@ use std::time::{Duration, Instant};
 pub enum WaitObj {
     /// `FI_WAIT_NONE`: no blocking reads; poll with `read`.
     None,
-    /// `FI_WAIT_UNSPEC`: the provider chooses (the tcp provider picks a fd).
+    /// `FI_WAIT_UNSPEC`: the provider chooses. libfabric 1.17's tcp gives an
+    /// event queue a fd, but a completion queue an `FI_WAIT_POLLFD` set
+    /// (`prov/tcp/src/tcpx_cq.c` 285-289), which [`Waiter`] and the tokio
+    /// queues do not take: ask for [`WaitObj::Fd`] to use them. The wait
+    /// object in force is [`Waitable::wait_obj`].
     Unspec,
     /// `FI_WAIT_SET`: the queue signals a [`WaitSet`].
     Set,
@@ -102,10 +106,11 @@ pub trait Waitable: sealed::Sealed {
     /// The queue's wait object, as the provider resolved it.
     fn wait_obj(&self) -> WaitObj;
     /// `fi_control(FI_GETWAIT)` for an `FI_WAIT_FD` queue: the fd that becomes
-    /// readable when the queue may have entries, borrowed from the queue.
+    /// readable when the queue may have entries, borrowed from the queue, as
+    /// a [`WaitFd`] to poll for readiness.
     ///
     /// Block on it only after [`trywait`] said [`TryWait::MayBlock`].
-    fn wait_fd(&self) -> Result<BorrowedFd<'_>> {
+    fn wait_fd(&self) -> Result<WaitFd<'_>> {
         let actual = self.wait_obj();
         if actual != WaitObj::Fd {
             return Err(Error::WrongWaitMode {
@@ -128,9 +133,33 @@ pub trait Waitable: sealed::Sealed {
         if fd < 0 {
             return Err(Error::fabric("fi_control(FI_GETWAIT)", -libc::EBADF));
         }
-        // SAFETY: the fd belongs to the queue and stays open until the queue
-        // is closed, which the borrow of self prevents.
-        Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+        Ok(WaitFd {
+            fd,
+            _queue: std::marker::PhantomData,
+        })
+    }
+}
+
+/// A queue's wait fd, to poll or epoll for readability, borrowed from the
+/// queue (it stays open as long as the queue does).
+///
+/// It gives only the raw number ([`AsRawFd`]), not a
+/// [`BorrowedFd`](std::os::fd::BorrowedFd): the fd belongs to the provider,
+/// and reading it, changing its flags or its epoll set (for libfabric's
+/// util wait objects it is an epoll fd holding the provider's own signal
+/// fds; for the sockets provider the read end of its signal pipe) would
+/// lose wake-ups the provider counts on, a hang for every waiter. Turning
+/// the number into a usable fd takes `unsafe`, where the caller promises to
+/// only wait for readability.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitFd<'q> {
+    fd: RawFd,
+    _queue: std::marker::PhantomData<&'q ()>,
+}
+
+impl AsRawFd for WaitFd<'_> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
     }
 }
 
@@ -264,15 +293,25 @@ pub enum Wake {
 /// # Ok::<(), libfabric::Error>(())
 /// ```
 pub struct Waiter<'q> {
-    fabric: *mut sys::fid_fabric,
+    /// Kept open as long as the waiter: with no queue given, nothing else
+    /// would keep the fabric that `fi_trywait` is called on.
+    fabric: Arc<FabricInner>,
     fids: Vec<*mut sys::fid>,
     pollfds: Vec<libc::pollfd>,
     _queues: std::marker::PhantomData<&'q dyn Waitable>,
 }
 
-// SAFETY: the raw pointers name objects borrowed for 'q, which are Sync
+// SAFETY: the raw fid pointers name queues borrowed for 'q, which are Sync
 // (FI_THREAD_SAFE); the Waiter only passes them to thread-safe calls.
 unsafe impl Send for Waiter<'_> {}
+
+impl std::fmt::Debug for Waiter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter")
+            .field("queues", &self.fids.len())
+            .finish()
+    }
+}
 
 impl<'q> Waiter<'q> {
     /// Collects the fids and wait fds of `queues`, which must all be
@@ -289,13 +328,13 @@ impl<'q> Waiter<'q> {
             let fd = q.wait_fd()?;
             fids.push(q.wait_fid());
             pollfds.push(libc::pollfd {
-                fd: std::os::fd::AsRawFd::as_raw_fd(&fd),
+                fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             });
         }
         Ok(Waiter {
-            fabric: fabric.inner.fid.as_ptr(),
+            fabric: fabric.inner.clone(),
             fids,
             pollfds,
             _queues: std::marker::PhantomData,
@@ -305,9 +344,10 @@ impl<'q> Waiter<'q> {
     /// Waits until some queue may have entries, or the timeout passes
     /// (`None`: forever). Returns at once when `fi_trywait` finds entries.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Wake> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout too long for an Instant is no timeout.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
-            if trywait_raw(self.fabric, &mut self.fids)? == TryWait::EventsPending {
+            if trywait_raw(self.fabric.fid.as_ptr(), &mut self.fids)? == TryWait::EventsPending {
                 return Ok(Wake::Ready);
             }
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -506,9 +546,21 @@ impl WaitSet {
         self.kind
     }
 
-    /// Closes the set now; [`Error::InUse`] while queues still use it.
-    pub fn close(self) -> Result<()> {
-        close_last(self.inner, "wait set", |i| i.fid.close())
+    /// Closes the set now; [`Error::InUse`] while queues still use it, in
+    /// which case it is handed back.
+    pub fn close(self) -> CloseResult<Self> {
+        let kind = self.kind;
+        close_last(
+            self.inner,
+            "wait set",
+            |inner| WaitSet { inner, kind },
+            |i| i.fid.close(),
+        )
+    }
+
+    /// Whether the set was opened on this fabric.
+    pub(crate) fn belongs_to(&self, fabric: &Arc<FabricInner>) -> bool {
+        Arc::ptr_eq(&self.inner._fabric, fabric)
     }
 }
 

@@ -93,7 +93,7 @@ fn closing_in_the_wrong_order_is_impossible_and_reported() {
     let pair = connect_pair::<libfabric::cq::Msg>(libfabric::cq::CqAttr::new());
     // The endpoint holds the CQ: closing it explicitly reports the user.
     match pair.client_cq.clone().close() {
-        Err(Error::InUse { users, .. }) => assert!(users >= 1),
+        Err((_, Error::InUse { users, .. })) => assert!(users >= 1),
         r => panic!("{r:?}"),
     }
     let domain = pair.client_domain.clone();

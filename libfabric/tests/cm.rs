@@ -38,10 +38,7 @@ fn connection_data_over_the_maximum_is_refused_before_sending() {
     let eq = fd_eq(&fabric);
     let ep = enabled_client(&domain, &eq, &pep);
     let too_big = vec![0u8; max + 1];
-    assert!(matches!(
-        ep.connect(&too_big),
-        Err(Error::InvalidArgument(_))
-    ));
+    assert!(matches!(ep.connect(&too_big), Err(Error::TooLarge { .. })));
 }
 
 #[test]

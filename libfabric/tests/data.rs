@@ -183,7 +183,7 @@ struct RdmEp {
 }
 
 fn rdm_ep(domain: &Domain) -> RdmEp {
-    let av = AddressVector::open(domain, AvType::Map, 8).unwrap();
+    let av = AddressVector::open(domain, AvType::Table, 8).unwrap();
     let cq = CompletionQueue::<Tagged>::open(domain, &CqAttr::new().size(64)).unwrap();
     let ep = Endpoint::open(domain, domain.info()).unwrap();
     ep.bind_av(&av).unwrap();

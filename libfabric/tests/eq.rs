@@ -78,7 +78,7 @@ fn fd_wait_trywait_and_poll() {
     let eq = fd_eq(&fabric);
     assert_eq!(eq.wait_obj(), WaitObj::Fd);
     assert_eq!(trywait(&fabric, &[&eq]).unwrap(), TryWait::MayBlock);
-    let fd = eq.wait_fd().unwrap();
+    let fd = borrowed(eq.wait_fd().unwrap());
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
     assert_eq!(
         poll(&mut fds, PollTimeout::ZERO).unwrap(),
@@ -150,7 +150,7 @@ fn speek_does_not_clear_the_fd() {
     eq.write_notify(eq.fid(), 9, 9).unwrap();
     let mut buf = EventBuf::new();
     let _ = notify(eq.speek(&mut buf, Some(Duration::from_secs(1))).unwrap());
-    let fd = eq.wait_fd().unwrap();
+    let fd = borrowed(eq.wait_fd().unwrap());
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
     assert_eq!(
         poll(&mut fds, PollTimeout::from(100u16)).unwrap(),
@@ -222,14 +222,14 @@ fn a_buffer_too_small_for_connection_data_is_refused() {
     let (pep, eq, _) = listener(&fabric);
     let max = pep.cm_data_size().expect("FI_OPT_CM_DATA_SIZE");
     assert!(max > 0);
-    let mut small = EventBuf::with_cm_data_capacity(max - 1);
+    let mut small = EventBuf::with_cm_data_capacity(max - 1).unwrap();
     match eq.read(&mut small) {
         Err(Error::BufferTooSmall { needed, given, .. }) => {
             assert_eq!((needed, given), (max, max - 1));
         }
         other => panic!("expected BufferTooSmall, got {other:?}"),
     }
-    let mut enough = EventBuf::with_cm_data_capacity(max);
+    let mut enough = EventBuf::with_cm_data_capacity(max).unwrap();
     assert!(matches!(eq.read(&mut enough).unwrap(), Read::Empty));
 }
 
@@ -239,13 +239,13 @@ fn close_reports_other_users() {
     let eq = fd_eq(&fabric);
     let other = eq.clone();
     match eq.close() {
-        Err(Error::InUse { users, .. }) => assert_eq!(users, 1),
+        Err((_, Error::InUse { users, .. })) => assert_eq!(users, 1),
         r => panic!("{r:?}"),
     }
     other.close().unwrap();
     let eq = fd_eq(&fabric);
     match fabric.clone().close() {
-        Err(Error::InUse { .. }) => {}
+        Err((_, Error::InUse { .. })) => {}
         r => panic!("closing a fabric with an open EQ: {r:?}"),
     }
     drop(eq);

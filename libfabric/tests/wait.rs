@@ -46,13 +46,13 @@ fn epoll_on_the_wait_fds_of_an_eq_and_a_cq() {
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).unwrap();
     epoll
         .add(
-            eq.wait_fd().unwrap(),
+            borrowed(eq.wait_fd().unwrap()),
             EpollEvent::new(EpollFlags::EPOLLIN, 1),
         )
         .unwrap();
     epoll
         .add(
-            cq.wait_fd().unwrap(),
+            borrowed(cq.wait_fd().unwrap()),
             EpollEvent::new(EpollFlags::EPOLLIN, 2),
         )
         .unwrap();
@@ -186,7 +186,7 @@ fn wait_set_signaled_by_its_queues() {
     assert!(set.wait(Some(Duration::from_secs(1))).unwrap());
     assert!(matches!(eq.read(&mut buf).unwrap(), Read::Event(_)));
     assert!(
-        matches!(set.clone().close(), Err(Error::InUse { .. })),
+        matches!(set.clone().close(), Err((_, Error::InUse { .. }))),
         "the EQ uses it"
     );
 }

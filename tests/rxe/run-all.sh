@@ -25,7 +25,7 @@ start=$SECONDS
 say "building the test binaries"
 ibv=$(cargo test -p ibverbs-async --features rxe-tests,tokio --no-run 2>&1 | tee -a /dev/stderr | executables | grep '/rxe_' || true)
 sys=$(cargo test -p libfabric-sys --test verbs_calls --no-run 2>&1 | tee -a /dev/stderr | executables)
-fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee -a /dev/stderr | executables | grep -v '/compile_fail-' || true)
+fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee -a /dev/stderr | executables | grep -v -e '/compile_fail-' -e '/adversarial-' || true)
 cargo build --example asyncwatch
 asyncwatch=target/debug/examples/asyncwatch
 cargo build --example rc_pingpong

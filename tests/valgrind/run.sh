@@ -121,6 +121,8 @@ run_one() {
          p {print "     " $0}' "$vg" | head -25
 }
 
+# Property tests: a few cases each under valgrind (256 on the host).
+export PROPTEST_CASES=${PROPTEST_CASES:-16}
 say "running under valgrind (suppressions: $SUPP, logs: $LOG_DIR)"
 while IFS=$'\t' read -r name exe; do
     [ -n "$name" ] || continue

@@ -274,3 +274,11 @@ pub fn connect_pair_with<F: Format>(
         connected_data: data,
     }
 }
+
+/// A queue's wait fd as a `BorrowedFd`, to poll it in tests.
+pub fn borrowed(fd: libfabric::wait::WaitFd<'_>) -> std::os::fd::BorrowedFd<'_> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the fd stays open while the queue it was borrowed from lives,
+    // which the lifetime ties it to; the tests only poll it for readiness.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd.as_raw_fd()) }
+}

@@ -1,0 +1,790 @@
+//! Adversarial use of the public API, as a hostile or careless caller would
+//! write it: objects of two providers and two fabrics mixed, calls before
+//! the binds they need, oversize and impossible sizes, drop orders across
+//! threads, and the provider crashes the crate must stand between. Every
+//! test here once crashed, corrupted memory, hung or leaked; each now ends
+//! in a typed error or in a clean, leak-free run (CI runs this binary under
+//! valgrind).
+//!
+//! Runs on the host providers: tcp (MSG), tcp;ofi_rxm (RDM) and sockets as
+//! the "other provider".
+mod common;
+
+use common::*;
+use libfabric::av::AvType;
+use libfabric::cq::{Addr, CqAttr, Msg, MsgEntry, Read as CqRead, Tagged};
+use libfabric::ep::CqBind;
+use libfabric::eq::{EqAttr, ErrDataBuf, Event, EventBuf, Read};
+use libfabric::info::{Caps, EpType};
+use libfabric::poll::PollSet;
+use libfabric::wait::{WaitObj, WaitSet, Waiter, Wake};
+use libfabric::{
+    getinfo, AddressVector, BufferPool, CompletionQueue, Domain, Endpoint, Errno, Error,
+    EventQueue, Fabric, Hints, Info, PassiveEndpoint,
+};
+use std::time::{Duration, Instant};
+
+fn first(hints: Hints) -> Info {
+    getinfo(&hints)
+        .unwrap_or_else(|e| panic!("{hints:?} is not usable here: {e}"))
+        .into_iter()
+        .next()
+        .expect("an fi_info")
+}
+
+/// A fabric and domain of the `sockets` provider: another provider than
+/// the suite's.
+fn sockets() -> (Fabric, Domain, Info) {
+    let info = first(
+        Hints::new()
+            .unwrap()
+            .provider("sockets")
+            .unwrap()
+            .ep_type(EpType::Msg)
+            .caps(Caps::MSG)
+            .node("127.0.0.1")
+            .unwrap(),
+    );
+    let fabric = Fabric::open(&info).expect("sockets fabric");
+    let domain = Domain::open(&fabric, &info).expect("sockets domain");
+    (fabric, domain, info)
+}
+
+/// An RDM endpoint of tcp;ofi_rxm with a tagged CQ and an AV, enabled.
+struct Rdm {
+    _fabric: Fabric,
+    domain: Domain,
+    av: AddressVector,
+    ep: Endpoint,
+    cq: CompletionQueue<Tagged>,
+    pool: BufferPool,
+}
+
+fn rdm(caps: Caps) -> Rdm {
+    let info = first(
+        Hints::new()
+            .unwrap()
+            .provider("tcp;ofi_rxm")
+            .unwrap()
+            .ep_type(EpType::Rdm)
+            .caps(caps)
+            .node("127.0.0.1")
+            .unwrap(),
+    );
+    let fabric = Fabric::open(&info).unwrap();
+    let domain = Domain::open(&fabric, &info).unwrap();
+    let av = AddressVector::open(&domain, AvType::Table, 8).unwrap();
+    let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let ep = Endpoint::open(&domain, &info).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep.enable().unwrap();
+    let pool = BufferPool::new(&domain, 4, 4096).unwrap();
+    Rdm {
+        _fabric: fabric,
+        domain,
+        av,
+        ep,
+        cq,
+        pool,
+    }
+}
+
+// --- Undefined behaviour in the crate itself -------------------------------
+
+#[test]
+fn error_text_of_codes_glibc_does_not_know_is_owned() {
+    // fi_strerror returns strerror's per-thread buffer for such codes, which
+    // the next call frees: the text must be a copy.
+    let a = Errno::from_raw(200).text();
+    let b = Errno::from_raw(201).text();
+    assert_eq!(a, "Unknown error 200");
+    assert_eq!(b, "Unknown error 201");
+    let threads: Vec<_> = (0..4)
+        .map(|i| std::thread::spawn(move || Errno::from_raw(300 + i).to_string()))
+        .collect();
+    for t in threads {
+        assert!(!t.join().unwrap().is_empty());
+    }
+    assert_eq!(Errno::Again.text(), "Resource temporarily unavailable");
+    assert!(Errno::Avail.text().contains("Error available"));
+}
+
+#[test]
+fn a_waiter_keeps_its_fabric_open() {
+    let (fabric, _) = fabric();
+    let mut waiter = Waiter::new(&fabric, &[]).unwrap();
+    // The waiter is another user of the fabric: close hands it back.
+    let fabric = match fabric.close() {
+        Err((f, Error::InUse { .. })) => f,
+        other => panic!("closing a fabric a waiter uses: {other:?}"),
+    };
+    drop(fabric);
+    assert_eq!(
+        waiter.wait(Some(Duration::from_millis(5))).unwrap(),
+        Wake::TimedOut
+    );
+}
+
+#[test]
+fn an_address_shorter_than_the_domain_format_is_refused() {
+    let r = rdm(Caps::MSG | Caps::TAGGED);
+    for short in [&[][..], &[2, 0][..], &[2, 0, 0, 0, 127, 0, 0, 1][..]] {
+        match r.av.insert(short) {
+            Err(Error::BufferTooSmall { .. }) | Err(Error::InvalidArgument(_)) => {}
+            other => panic!("{} bytes: {other:?}", short.len()),
+        }
+    }
+    // An AF_INET6 family in 16 bytes: libfabric would read 28.
+    let mut v6 = vec![0u8; 16];
+    v6[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+    assert!(matches!(
+        r.av.insert(&v6),
+        Err(Error::BufferTooSmall { needed: 28, .. })
+    ));
+    // An unknown family.
+    assert!(matches!(
+        r.av.insert(&[0xff; 64]),
+        Err(Error::InvalidArgument(_))
+    ));
+    let me = r.av.insert(&r.ep.name().unwrap()).unwrap();
+    assert!(r.av.contains(me));
+}
+
+#[test]
+fn inject_over_inject_size_is_refused() {
+    let pair = connect_pair::<Msg>(CqAttr::new());
+    let limit = pair.client.info().inject_size();
+    for len in [limit + 1, limit + 128, 1 << 20] {
+        match pair.client.inject(&vec![7u8; len], Addr::UNSPEC) {
+            Err(Error::TooLarge {
+                limit: l, given, ..
+            }) => {
+                assert_eq!((l, given), (limit, len));
+            }
+            other => panic!("inject of {len} bytes over {limit}: {other:?}"),
+        }
+    }
+    if limit > 0 {
+        pair.client
+            .inject(&vec![7u8; limit], Addr::UNSPEC)
+            .expect("inject_size itself");
+    }
+}
+
+#[test]
+fn objects_of_another_provider_are_refused() {
+    let (fabric, domain, info) = fabric_domain();
+    let (sfabric, sdomain, sinfo) = sockets();
+    let seq = EventQueue::open(&sfabric, &EqAttr::new().wait(WaitObj::Fd)).unwrap();
+    let scq = CompletionQueue::<Msg>::open(&sdomain, &CqAttr::new()).unwrap();
+    let ep = Endpoint::open(&domain, &info).unwrap();
+    assert!(matches!(
+        ep.bind_eq(&seq),
+        Err(Error::ForeignObject {
+            what: "event queue",
+            ..
+        })
+    ));
+    assert!(matches!(
+        ep.bind_cq(&scq, CqBind::TRANSMIT),
+        Err(Error::ForeignObject {
+            what: "completion queue",
+            ..
+        })
+    ));
+    assert!(matches!(
+        Domain::open(&fabric, &sinfo),
+        Err(Error::ForeignObject { .. })
+    ));
+    assert!(matches!(
+        Endpoint::open(&domain, &sinfo),
+        Err(Error::ForeignObject { .. })
+    ));
+    assert!(matches!(
+        PassiveEndpoint::open(&fabric, &sinfo),
+        Err(Error::ForeignObject { .. })
+    ));
+    let sset = WaitSet::open(&sfabric, WaitObj::Fd).unwrap();
+    assert!(matches!(
+        EventQueue::open(&fabric, &EqAttr::new().wait_set(&sset)),
+        Err(Error::ForeignObject { .. })
+    ));
+    assert!(matches!(
+        CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait_set(&sset)),
+        Err(Error::ForeignObject { .. })
+    ));
+    let spool = PollSet::open(&sdomain).unwrap();
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    assert!(spool.add(&cq).is_err());
+}
+
+#[test]
+fn objects_of_another_fabric_of_the_same_provider_are_refused() {
+    let (_fa, da, ia) = fabric_domain();
+    let (fb, db, _) = fabric_domain();
+    let eq_b = fd_eq(&fb);
+    let cq_b = CompletionQueue::<Msg>::open(&db, &CqAttr::new()).unwrap();
+    let ep = Endpoint::open(&da, &ia).unwrap();
+    assert!(matches!(
+        ep.bind_eq(&eq_b),
+        Err(Error::ForeignObject { .. })
+    ));
+    assert!(matches!(
+        ep.bind_cq(&cq_b, CqBind::RECV),
+        Err(Error::ForeignObject { .. })
+    ));
+}
+
+#[test]
+fn a_connection_request_cannot_open_an_endpoint_of_another_provider() {
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let client_eq = fd_eq(&fabric);
+    let _client = connecting(&domain, &client_eq, &pep, b"hi");
+    let Ev::ConnReq { request, .. } =
+        next_event(&server_eq, &[&client_eq], Duration::from_secs(10))
+    else {
+        panic!("expected a CONNREQ")
+    };
+    let (_sf, sdomain, _) = sockets();
+    let refused = Endpoint::from_request(&sdomain, request).unwrap_err();
+    assert!(
+        matches!(refused.error, Error::ForeignObject { .. }),
+        "{refused}"
+    );
+    // Handed back unanswered: it can still be rejected, exactly once.
+    refused.request.expect("handed back").reject(b"no").unwrap();
+    match next_event(&client_eq, &[&server_eq], Duration::from_secs(10)) {
+        Ev::Error { err, .. } => assert_eq!(err, Errno::ConnRefused),
+        other => panic!("{other:?}"),
+    }
+}
+
+// --- Sizes ------------------------------------------------------------------
+
+#[test]
+fn impossible_sizes_are_typed_errors_not_aborts() {
+    assert!(matches!(
+        EventBuf::with_cm_data_capacity(usize::MAX),
+        Err(Error::TooLarge { .. })
+    ));
+    assert!(matches!(
+        ErrDataBuf::with_capacity(usize::MAX),
+        Err(Error::OutOfMemory { .. })
+    ));
+    let (fabric, domain, _) = fabric_domain();
+    for (count, size) in [
+        (2, usize::MAX),
+        (usize::MAX, 64),
+        (1 << 20, 1 << 50),
+        (3, usize::MAX - 63),
+    ] {
+        match BufferPool::new(&domain, count, size) {
+            Err(Error::TooLarge { .. })
+            | Err(Error::OutOfMemory { .. })
+            | Err(Error::InvalidArgument(_)) => {}
+            other => panic!("pool of {count} x {size}: {other:?}"),
+        }
+    }
+    for size in [(1usize << 63) + 1, usize::MAX, 1 << 40] {
+        assert!(matches!(
+            CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(size)),
+            Err(Error::TooLarge { .. })
+        ));
+        assert!(matches!(
+            EventQueue::open(&fabric, &EqAttr::new().size(size)),
+            Err(Error::TooLarge { .. })
+        ));
+        assert!(matches!(
+            AddressVector::open(&domain, AvType::Table, size),
+            Err(Error::TooLarge { .. })
+        ));
+    }
+}
+
+#[test]
+fn an_event_buffer_too_small_for_connection_data_never_cuts_an_event() {
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let max = pep.cm_data_size().unwrap();
+    let client_eq = fd_eq(&fabric);
+    let _client = connecting(&domain, &client_eq, &pep, &vec![9u8; max]);
+    let mut small = EventBuf::with_cm_data_capacity(8).unwrap();
+    assert!(matches!(
+        server_eq.read(&mut small),
+        Err(Error::BufferTooSmall { .. })
+    ));
+    match next_event(&server_eq, &[&client_eq], Duration::from_secs(10)) {
+        Ev::ConnReq { data, .. } => assert_eq!(data.len(), max),
+        other => panic!("{other:?}"),
+    }
+}
+
+// --- Calls before what they need -------------------------------------------
+
+#[test]
+fn listen_without_an_event_queue_is_refused() {
+    let (fabric, _) = fabric();
+    let info = first(
+        msg_hints()
+            .node(&node())
+            .unwrap()
+            .service("0")
+            .unwrap()
+            .source(true),
+    );
+    let pep = PassiveEndpoint::open(&fabric, &info).unwrap();
+    assert!(matches!(pep.listen(), Err(Error::State { .. })));
+    let eq = fd_eq(&fabric);
+    pep.bind_eq(&eq).unwrap();
+    // A second queue would keep the first busy for ever.
+    let other = fd_eq(&fabric);
+    assert!(matches!(pep.bind_eq(&other), Err(Error::State { .. })));
+    pep.listen().unwrap();
+    assert!(matches!(pep.listen(), Err(Error::State { .. })));
+    drop(pep);
+    eq.close()
+        .expect("the queue closes with its passive endpoint");
+    other.close().expect("never bound");
+}
+
+#[test]
+fn connect_accept_and_transfers_before_their_binds_are_refused() {
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let pool = BufferPool::new(&domain, 2, 64).unwrap();
+    let ep = Endpoint::open(&domain, &client_info(&pep)).unwrap();
+    // Nothing bound, not enabled.
+    assert!(matches!(ep.connect(b""), Err(Error::State { .. })));
+    assert!(matches!(ep.enable(), Err(Error::State { .. })));
+    let e = ep.recv(pool.take().unwrap()).unwrap_err();
+    assert!(matches!(e.error, Error::State { .. }), "{e}");
+    let e = ep.send(e.buffer, 8).unwrap_err();
+    assert!(matches!(e.error, Error::State { .. }), "{e}");
+    assert!(matches!(
+        ep.inject(b"x", Addr::UNSPEC),
+        Err(Error::State { .. })
+    ));
+    drop(e);
+    // An EQ but only a receive CQ: tcp refuses to enable (-FI_ENOCQ), and
+    // sends stay refused.
+    let eq = fd_eq(&fabric);
+    ep.bind_eq(&eq).unwrap();
+    assert!(matches!(ep.bind_eq(&eq), Err(Error::State { .. })));
+    let rx = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    ep.bind_cq(&rx, CqBind::RECV).unwrap();
+    assert!(matches!(
+        ep.bind_cq(&rx, CqBind::RECV),
+        Err(Error::State { .. })
+    ));
+    assert!(matches!(
+        ep.bind_cq(
+            &rx,
+            CqBind::from_bits_retain(libfabric::sys::FI_SELECTIVE_COMPLETION)
+        ),
+        Err(Error::InvalidArgument(_))
+    ));
+    let e = ep.send(pool.take().unwrap(), 8).unwrap_err();
+    assert!(matches!(e.error, Error::State { .. }), "{e}");
+    drop(e);
+    let _ = ep.enable();
+    let tx = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    if ep.enable().is_err() {
+        ep.bind_cq(&tx, CqBind::TRANSMIT).unwrap();
+        ep.enable().unwrap();
+    }
+    assert!(matches!(ep.enable(), Err(Error::State { .. })));
+    assert!(matches!(
+        ep.bind_cq(&tx, CqBind::TRANSMIT),
+        Err(Error::State { .. })
+    ));
+    let e = ep.send(pool.take().unwrap(), 65).unwrap_err();
+    assert!(matches!(e.error, Error::BufferTooSmall { .. }), "{e}");
+    // A tagged send on an endpoint without FI_TAGGED.
+    assert!(!ep.info().caps().contains(Caps::TAGGED));
+    let e = ep.tsend(e.buffer, 8, 1, Addr::UNSPEC).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            Error::MissingCapability { .. } | Error::State { .. }
+        ),
+        "{e}"
+    );
+    let e = ep.trecv(e.buffer, 1, 0, Addr::UNSPEC).unwrap_err();
+    assert!(matches!(e.error, Error::MissingCapability { .. }), "{e}");
+    // Accept on an endpoint not opened from a request; shutdown before
+    // connecting.
+    assert!(matches!(ep.accept(b""), Err(Error::State { .. })));
+    assert!(matches!(ep.shutdown(), Err(Error::State { .. })));
+    ep.connect(b"x").unwrap();
+    assert!(matches!(ep.connect(b"x"), Err(Error::State { .. })));
+    let Ev::ConnReq { request, .. } = next_event(&server_eq, &[&eq], Duration::from_secs(10))
+    else {
+        panic!("expected a CONNREQ")
+    };
+    drop(request);
+    drop(pep);
+}
+
+#[test]
+fn transfers_to_addresses_not_in_the_address_vector_are_refused() {
+    let r = rdm(Caps::MSG | Caps::TAGGED);
+    // (Addr::NOTAVAIL is FI_ADDR_UNSPEC's value: "any source" for a
+    // receive, refused as a destination.)
+    for bogus in [Addr(0), Addr(7), Addr(1 << 40), Addr::NOTAVAIL] {
+        let e = r.ep.send_to(r.pool.take().unwrap(), 8, bogus).unwrap_err();
+        assert!(matches!(e.error, Error::InvalidArgument(_)), "{e}");
+        let e = r.ep.tsend(e.buffer, 8, 1, bogus).unwrap_err();
+        assert!(matches!(e.error, Error::InvalidArgument(_)), "{e}");
+        if bogus != Addr::UNSPEC {
+            let e = r.ep.recv_from(e.buffer, bogus).unwrap_err();
+            assert!(matches!(e.error, Error::InvalidArgument(_)), "{e}");
+        }
+        assert!(matches!(
+            r.ep.inject(b"x", bogus),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert!(matches!(
+        r.av.remove(Addr(3)),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A live address works; once removed it is refused again.
+    let me = r.av.insert(&r.ep.name().unwrap()).unwrap();
+    r.ep.recv(r.pool.take().unwrap()).unwrap();
+    let mut tx = r.pool.take().unwrap();
+    tx[..4].copy_from_slice(b"self");
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
+    // rxm answers -FI_EAGAIN while it connects to the peer (itself).
+    while let Err(e) = r.ep.send_to(tx, 4, me) {
+        assert!(e.is_again() && Instant::now() < deadline, "{e}");
+        tx = e.buffer;
+        if let CqRead::Completions(done) = r.cq.read(&mut entries).unwrap() {
+            for e in done.iter_mut() {
+                drop(r.pool.reclaim(e).expect("a pool buffer"));
+                got += 1;
+            }
+        }
+    }
+    while got < 2 {
+        assert!(Instant::now() < deadline, "no loopback completions");
+        if let CqRead::Completions(done) = r.cq.read(&mut entries).unwrap() {
+            for e in done.iter_mut() {
+                drop(r.pool.reclaim(e).expect("a pool buffer"));
+                got += 1;
+            }
+        }
+    }
+    r.av.remove(me).unwrap();
+    let e = r.ep.send_to(r.pool.take().unwrap(), 4, me).unwrap_err();
+    assert!(matches!(e.error, Error::InvalidArgument(_)), "{e}");
+    let _ = &r.domain;
+}
+
+#[test]
+fn remote_cq_data_needs_a_domain_that_carries_it() {
+    let pair = connect_pair::<libfabric::cq::Data>(CqAttr::new());
+    let size = pair.client.info().cq_data_size();
+    let buf = pair.client_pool.take().unwrap();
+    if size < 8 {
+        let e = pair
+            .client
+            .send_data(buf, 4, u64::MAX, Addr::UNSPEC)
+            .unwrap_err();
+        assert!(
+            matches!(e.error, Error::TooLarge { .. } | Error::State { .. }),
+            "{e}"
+        );
+    }
+}
+
+// --- Close order and leaks --------------------------------------------------
+
+#[test]
+fn a_passive_endpoint_dropped_with_a_connection_in_flight_is_safe() {
+    // tcp keeps a raw pointer to the passive endpoint in each connection it
+    // accepted until the connection's request arrives: the passive endpoint
+    // must outlive them, which its queue sees to.
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let client_eq = fd_eq(&fabric);
+    let clients: Vec<_> = (0..3)
+        .map(|i| connecting(&domain, &client_eq, &pep, &[i]))
+        .collect();
+    pep.close().expect("given up: closed with its queue");
+    let mut refused = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = EventBuf::new();
+    while refused < clients.len() {
+        assert!(Instant::now() < deadline, "requests were lost");
+        let _ = server_eq.read(&mut buf).unwrap();
+        if let Read::ErrorPending = client_eq.read(&mut buf).unwrap() {
+            let mut err = ErrDataBuf::new();
+            let e = client_eq.read_err(&mut err).unwrap().unwrap();
+            assert_eq!(e.err, Errno::ConnRefused);
+            refused += 1;
+        }
+    }
+    drop(clients);
+    client_eq.close().unwrap();
+    server_eq.close().unwrap();
+}
+
+#[test]
+fn queues_closed_with_connection_requests_queued_free_them() {
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let client_eq = fd_eq(&fabric);
+    let client = connecting(&domain, &client_eq, &pep, b"left queued");
+    // Let the request reach the server's queue, then close everything with
+    // it still there (valgrind: nothing lost).
+    let mut buf = EventBuf::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "no CONNREQ");
+        let _ = client_eq.peek(&mut buf);
+        if let Read::Event(Event::ConnReq(_)) = server_eq.peek(&mut buf).unwrap() {
+            break;
+        }
+    }
+    drop(pep);
+    server_eq
+        .close()
+        .expect("closes, rejecting the queued request");
+    drop(client);
+}
+
+#[test]
+fn an_endpoint_opened_from_a_request_and_dropped_unaccepted_frees_it() {
+    let (fabric, domain, _) = fabric_domain();
+    let (_pep, server_eq, _) = listener(&fabric);
+    let client_eq = fd_eq(&fabric);
+    for _ in 0..3 {
+        let _client = connecting(&domain, &client_eq, &_pep, b"x");
+        let Ev::ConnReq { request, .. } =
+            next_event(&server_eq, &[&client_eq], Duration::from_secs(10))
+        else {
+            panic!("expected a CONNREQ")
+        };
+        let sdomain = Domain::open(&fabric, request.info()).unwrap();
+        let ep = Endpoint::from_request(&sdomain, request).unwrap();
+        drop(ep); // never accepted (valgrind: the request's handle is freed)
+    }
+}
+
+#[test]
+fn a_poll_set_closed_with_members_leaks_nothing() {
+    let (_f, domain, _) = fabric_domain();
+    let set = PollSet::open(&domain).unwrap();
+    let cqs: Vec<_> = (0..3)
+        .map(|_| CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap())
+        .collect();
+    for cq in &cqs {
+        set.add(cq).unwrap();
+    }
+    set.close().expect("members are taken out first");
+    for cq in cqs {
+        cq.close().unwrap();
+    }
+}
+
+#[test]
+fn objects_dropped_in_any_order_on_many_threads() {
+    for round in 0..4 {
+        let pair = connect_pair::<Msg>(CqAttr::new().wait(WaitObj::Fd));
+        let objects: Vec<Box<dyn std::any::Any + Send>> = vec![
+            Box::new(pair.fabric),
+            Box::new(pair.client_domain),
+            Box::new(pair.server_domain),
+            Box::new(pair.client_pool),
+            Box::new(pair.server_pool),
+            Box::new(pair.pep),
+            Box::new(pair.server_eq),
+            Box::new(pair.client_eq),
+            Box::new(pair.server),
+            Box::new(pair.client),
+            Box::new(pair.server_cq),
+            Box::new(pair.client_cq),
+        ];
+        let threads: Vec<_> = objects
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| {
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_micros(((i * 7 + round) % 5) as u64 * 100));
+                    drop(o);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("drop never panics");
+        }
+    }
+}
+
+// --- Waiting ----------------------------------------------------------------
+
+#[test]
+fn a_signal_reported_once_does_not_cut_the_next_wait_short() {
+    let (_f, domain, _) = fabric_domain();
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)).unwrap();
+    let mut entries: [MsgEntry; 1] = Default::default();
+    cq.signal().unwrap();
+    assert!(matches!(
+        cq.sread(&mut entries, Some(Duration::ZERO)).unwrap(),
+        CqRead::Signaled
+    ));
+    let start = Instant::now();
+    assert!(matches!(
+        cq.sread(&mut entries, Some(Duration::from_millis(40)))
+            .unwrap(),
+        CqRead::TimedOut
+    ));
+    assert!(
+        start.elapsed() >= Duration::from_millis(35),
+        "returned after {:?}",
+        start.elapsed()
+    );
+    assert!(matches!(
+        cq.sread(&mut [], Some(Duration::ZERO)),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn waiting_for_ever_as_a_duration_does_not_panic() {
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    eq.write_notify(eq.fid(), 1, 1).unwrap();
+    let mut waiter = Waiter::new(&fabric, &[&eq]).unwrap();
+    assert_eq!(waiter.wait(Some(Duration::MAX)).unwrap(), Wake::Ready);
+}
+
+#[test]
+fn an_affinity_the_provider_refuses_is_not_a_wait_object_error() {
+    let (fabric, _) = fabric();
+    match EventQueue::open(
+        &fabric,
+        &EqAttr::new().wait(WaitObj::Fd).signaling_vector(0),
+    ) {
+        Ok(_) => {}
+        Err(Error::UnsupportedWait { .. }) => panic!("FI_AFFINITY reported as a wait error"),
+        Err(_) => {}
+    }
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_read_into_nothing_is_refused() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (_f, domain, _) = fabric_domain();
+        let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)).unwrap();
+        let acq = libfabric::tokio::AsyncCompletionQueue::new(cq).unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(5), acq.read(&mut [])).await;
+        assert!(matches!(r, Ok(Err(Error::InvalidArgument(_)))), "{r:?}");
+    });
+}
+
+#[test]
+fn an_event_queue_never_resolves_a_reused_address_to_the_wrong_endpoint() {
+    // sockets keeps a closed endpoint's events queued; tcp removes them.
+    for (fabric, domain, info) in [sockets(), {
+        let (f, d, i) = fabric_domain();
+        (f, d, i)
+    }] {
+        let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd).write(true)).unwrap();
+        let first = Endpoint::open(&domain, &info).unwrap();
+        first.bind_eq(&eq).unwrap();
+        let old = first.fid();
+        assert!(matches!(
+            eq.resolve(old),
+            Some(libfabric::eq::EventSource::Endpoint(_))
+        ));
+        drop(first);
+        assert!(
+            eq.resolve(old).is_none(),
+            "a closed endpoint resolves to nothing"
+        );
+        // Open endpoints until one lands at the old address (malloc reuses
+        // it at once in practice), keeping the others open.
+        let mut kept = Vec::new();
+        for _ in 0..32 {
+            let ep = Endpoint::open(&domain, &info).unwrap();
+            ep.bind_eq(&eq).unwrap();
+            let reused = ep.fid() == old;
+            kept.push(ep);
+            if reused {
+                break;
+            }
+        }
+        let at_old = kept.last().unwrap();
+        if at_old.fid() == old {
+            let resolved = eq.resolve(old);
+            if fabric.provider() == "tcp" {
+                assert!(
+                    matches!(resolved, Some(libfabric::eq::EventSource::Endpoint(ref e)) if e.fid() == old)
+                );
+            } else {
+                assert!(resolved.is_none(), "{}: {resolved:?}", fabric.provider());
+            }
+        } else {
+            eprintln!(
+                "{}: no endpoint reused the address in 32 tries; the reuse rule went unexercised",
+                fabric.provider()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_buffer_registered_with_another_domain_is_refused() {
+    let pair = connect_pair::<Msg>(CqAttr::new());
+    // The server's pool is registered with the server's domain.
+    let e = pair
+        .client
+        .send(pair.server_pool.take().unwrap(), 4)
+        .unwrap_err();
+    assert!(matches!(e.error, Error::ForeignObject { .. }), "{e}");
+    let e = pair.client.recv(e.buffer).unwrap_err();
+    assert!(matches!(e.error, Error::ForeignObject { .. }), "{e}");
+    // Handed back whole: the server may use it.
+    pair.server.recv(e.buffer).unwrap();
+}
+
+#[test]
+fn error_entries_cannot_be_forged_for_strerror() {
+    // The public err_data slice may be changed; strerror hands the provider
+    // only what it gave.
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let client_eq = fd_eq(&fabric);
+    let _c = connecting(&domain, &client_eq, &pep, b"x");
+    let Ev::ConnReq { request, .. } =
+        next_event(&server_eq, &[&client_eq], Duration::from_secs(10))
+    else {
+        panic!("expected a CONNREQ")
+    };
+    request.reject(b"nope").unwrap();
+    let mut buf = EventBuf::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "no error entry");
+        let _ = server_eq.peek(&mut buf);
+        if let Read::ErrorPending = client_eq.read(&mut buf).unwrap() {
+            break;
+        }
+    }
+    let mut errbuf = ErrDataBuf::new();
+    let mut err = client_eq.read_err(&mut errbuf).unwrap().unwrap();
+    let forged = [0xffu8; 4096];
+    err.err_data = &forged;
+    err.prov_errno = i32::MIN;
+    let _text = client_eq.strerror(&err);
+}
