@@ -112,6 +112,11 @@ fn main() {
         // docs.rs has neither the libraries nor their headers: document the
         // checked-in bindings and link nothing.
         for lib in &libs {
+            if lib.name == "fabric" {
+                let text = fs::read_to_string(pregenerated.join("fabric.rs"))
+                    .expect("read the checked-in bindings");
+                publish_header_version(&text);
+            }
             let mut files = vec![format!("{}.rs", lib.name)];
             if lib.name == "fabric" {
                 files.push("fabric_errno.rs".into());
@@ -132,8 +137,17 @@ fn main() {
     let mut abi_rs = String::new();
     let mut abi_headers = String::new();
 
+    let mut versions = String::new();
     for lib in &libs {
         let found = probe(lib);
+        // The version the bindings come from, for the check that the
+        // checked-in ones are current (tests/pregenerated.rs).
+        println!(
+            "cargo:rustc-env=LIBFABRIC_SYS_{}_PKG_VERSION={}",
+            lib.name.to_uppercase(),
+            found.version
+        );
+        writeln!(versions, "{} {}", lib.pkg, found.version).unwrap();
         let include_dirs = include_dirs(lib, &found);
         let headers: Vec<PathBuf> = lib
             .headers
@@ -154,9 +168,12 @@ fn main() {
         fs::write(&umbrella, text).expect("write umbrella header");
 
         let shim_c = out.join(format!("{}_shim", lib.name));
-        let bindings = generate(lib, &umbrella, &include_dirs, &shim_c);
+        let bindings = generate(lib, &umbrella, &include_dirs, &shim_c, &headers);
         let bindings_rs = out.join(format!("{}.rs", lib.name));
         fs::write(&bindings_rs, &bindings).expect("write bindings");
+        if lib.name == "fabric" {
+            publish_header_version(&bindings);
+        }
 
         let errno = (lib.name == "fabric").then(|| errno_module(&headers, &bindings));
         if let Some(errno) = &errno {
@@ -178,6 +195,9 @@ fn main() {
         abi_tables(lib, &bindings, &mut abi_c, &mut abi_rs);
     }
 
+    if regenerate {
+        fs::write(pregenerated.join("VERSION"), &versions).expect("write src/pregenerated/VERSION");
+    }
     if libs.is_empty() {
         return;
     }
@@ -200,6 +220,21 @@ fn main() {
     shim.file(&probe_c);
     shim.compile("libfabric_sys_shim");
     println!("cargo:shim_dir={}", out.display());
+}
+
+/// Hands the libfabric header version to the crates that depend on this
+/// one (`DEP_FABRIC_HEADER_MAJOR` / `_MINOR` in their build scripts), so
+/// that they can derive `cfg`s for items that exist in some versions only.
+fn publish_header_version(bindings: &str) {
+    let value = |name: &str| -> u32 {
+        let key = format!("pub const {name}: u32 = ");
+        bindings
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&key)?.strip_suffix(';')?.parse().ok())
+            .unwrap_or_else(|| fail(&format!("{name} is missing from the fabric bindings")))
+    };
+    println!("cargo:header_major={}", value("FI_MAJOR_VERSION"));
+    println!("cargo:header_minor={}", value("FI_MINOR_VERSION"));
 }
 
 fn feature_enabled(name: &str) -> bool {
@@ -294,7 +329,18 @@ fn locate_header(lib: &Library, header: &str, dirs: &[PathBuf]) -> PathBuf {
         })
 }
 
-fn generate(lib: &Library, umbrella: &Path, include_dirs: &[PathBuf], shim: &Path) -> String {
+fn generate(
+    lib: &Library,
+    umbrella: &Path,
+    include_dirs: &[PathBuf],
+    shim: &Path,
+    headers: &[PathBuf],
+) -> String {
+    let errno = headers
+        .iter()
+        .find(|h| h.ends_with("rdma/fi_errno.h"))
+        .map(|h| defined_names(h))
+        .unwrap_or_default();
     let mut builder = bindgen::Builder::default()
         .header(umbrella.to_string_lossy())
         .clang_args(include_dirs.iter().map(|d| format!("-I{}", d.display())))
@@ -314,7 +360,7 @@ fn generate(lib: &Library, umbrella: &Path, include_dirs: &[PathBuf], shim: &Pat
         .generate_comments(true)
         .use_core()
         .formatter(bindgen::Formatter::Prettyplease)
-        .parse_callbacks(Box::new(MacroTypes))
+        .parse_callbacks(Box::new(MacroTypes { errno }))
         .raw_line(format!(
             "#[allow(unused_imports)]\nuse libc::{{{}}};",
             LIBC_TYPES.join(", ")
@@ -332,14 +378,22 @@ fn generate(lib: &Library, umbrella: &Path, include_dirs: &[PathBuf], shim: &Pat
     bindings.to_string()
 }
 
-/// Gives untyped `#define`s the types the C API uses them with.
+/// Gives untyped `#define`s the types the C API uses them with, by rule
+/// and value, never by a list of one version's names:
+/// - the macros `rdma/fi_errno.h` defines are error codes, `c_int`;
+/// - `FI_MR_*` that fit an `int` are `fi_domain_attr::mr_mode` bits, `c_int`;
+///   a larger one (`FI_MR_DMABUF`, `1ULL << 40` in 1.22) is a 64-bit flag;
+/// - any other `FI_*` is a capability, mode or operation flag, `u64`.
 #[derive(Debug)]
-struct MacroTypes;
+struct MacroTypes {
+    /// The macro names `rdma/fi_errno.h` defines.
+    errno: BTreeSet<String>,
+}
 
 impl bindgen::callbacks::ParseCallbacks for MacroTypes {
-    fn int_macro(&self, name: &str, _value: i64) -> Option<bindgen::callbacks::IntKind> {
+    fn int_macro(&self, name: &str, value: i64) -> Option<bindgen::callbacks::IntKind> {
         use bindgen::callbacks::IntKind;
-        if is_errno_name(name) {
+        if self.errno.contains(name) || name == "FI_SUCCESS" {
             return Some(IntKind::Int);
         }
         if name.ends_with("_VERSION") {
@@ -351,7 +405,7 @@ impl bindgen::callbacks::ParseCallbacks for MacroTypes {
                 is_signed: false,
             });
         }
-        if name.starts_with("FI_MR_") {
+        if name.starts_with("FI_MR_") && i32::try_from(value).is_ok() {
             // fi_domain_attr::mr_mode is an int.
             return Some(IntKind::Int);
         }
@@ -363,9 +417,16 @@ impl bindgen::callbacks::ParseCallbacks for MacroTypes {
     }
 }
 
-fn is_errno_name(name: &str) -> bool {
-    name == "FI_SUCCESS"
-        || (name.starts_with("FI_E") && name.len() > 4 && !name.starts_with("FI_EVENT"))
+/// The `FI_*` macro names a header defines (`#define NAME`).
+fn defined_names(header: &Path) -> BTreeSet<String> {
+    let text = fs::read_to_string(header).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix('#'))
+        .filter_map(|l| l.trim_start().strip_prefix("define"))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("FI_") && !n.contains('('))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The error codes of fi_errno.h, all typed `c_int` as libfabric returns

@@ -20,6 +20,7 @@ use crate::domain::{Domain, DomainInner};
 use crate::eq::{ErrDataBuf, Fid};
 use crate::error::{
     check, check_len, check_queue_size, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL,
+    ECANCELED,
 };
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
@@ -761,7 +762,9 @@ impl<F: Format> CompletionQueue<F> {
                 Some(Some(d)) => Some(d.saturating_duration_since(Instant::now())),
             };
             let ret = self.sread_once(buf, addrs.as_deref_mut(), count, cond, remaining);
-            if ret != EAGAIN {
+            // fi_cq(3): a wake-up by fi_cq_signal returns -FI_EAGAIN (tcp)
+            // or -FI_ECANCELED (sockets).
+            if ret != EAGAIN && ret != ECANCELED {
                 break ret;
             }
             // libfabric returns -FI_EAGAIN both for a timeout and for a

@@ -124,10 +124,12 @@ pub(crate) struct Registry {
 #[derive(Default)]
 struct RegistryEntries {
     live: Vec<(Fid, RegisteredObject)>,
+    /// Addresses of objects that were registered and have closed.
+    retired: std::collections::HashSet<Fid>,
     /// Addresses at which an object was registered after an earlier one
     /// there had closed: an event naming such an address may be the earlier
     /// object's, still queued.
-    reused: Vec<Fid>,
+    reused: std::collections::HashSet<Fid>,
 }
 
 #[derive(Clone)]
@@ -147,15 +149,18 @@ impl RegisteredObject {
 
 impl Registry {
     pub(crate) fn insert(&self, fid: Fid, obj: RegisteredObject) {
-        let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let mut dead_here = false;
+        let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let e = &mut *guard;
+        let retired = &mut e.retired;
         e.live.retain(|(f, o)| {
             let alive = o.is_alive();
-            dead_here |= !alive && *f == fid;
+            if !alive {
+                retired.insert(*f);
+            }
             alive
         });
-        if dead_here && !e.reused.contains(&fid) {
-            e.reused.push(fid);
+        if e.retired.contains(&fid) {
+            e.reused.insert(fid);
         }
         e.live.push((fid, obj));
     }
@@ -165,6 +170,9 @@ impl Registry {
     fn find(&self, fid: Fid) -> Option<(RegisteredObject, bool)> {
         let e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let obj = e.live.iter().rev().find(|(f, _)| *f == fid)?.1.clone();
+        if !obj.is_alive() {
+            return None;
+        }
         Some((obj, e.reused.contains(&fid)))
     }
 }
@@ -921,7 +929,10 @@ pub(crate) fn decode<'b>(
                     pep,
                     _eq: eq.clone(),
                 });
-                Info::from_raw(info).map(|info| ConnRequest::new(info, source))
+                Info::from_raw(info).map(|info| {
+                    complete_names(&info, &eq.fabric);
+                    ConnRequest::new(info, source)
+                })
             };
             Event::ConnReq(ConnReq { fid, request, data })
         }
@@ -945,6 +956,35 @@ pub(crate) fn decode<'b>(
     }))
 }
 
+/// Names the fabric a connection request arrived on in its `fi_info`: the
+/// provider and fabric names, which providers fill in their own way
+/// (sockets leaves the provider out and names the fabric differently from
+/// `fi_getinfo`), so that the domain and endpoint opened from it pass the
+/// same-fabric checks. The request certainly belongs to this fabric: it
+/// came from a passive endpoint of it.
+fn complete_names(info: &Info, fabric: &FabricInner) {
+    // SAFETY: the fi_info is owned by the caller (just read from the queue);
+    // fi_freeinfo frees these strings with free(), so they come from strdup.
+    unsafe {
+        let attr = (*info.ptr.as_ptr()).fabric_attr;
+        if attr.is_null() {
+            return;
+        }
+        for (field, value) in [
+            (&mut (*attr).prov_name, &fabric.provider),
+            (&mut (*attr).name, &fabric.name),
+        ] {
+            if let Ok(c) = std::ffi::CString::new(value.as_str()) {
+                let copy = libc::strdup(c.as_ptr());
+                if !copy.is_null() {
+                    libc::free((*field).cast());
+                    *field = copy;
+                }
+            }
+        }
+    }
+}
+
 impl sealed::Sealed for EventQueue {}
 
 impl Waitable for EventQueue {
@@ -956,6 +996,9 @@ impl Waitable for EventQueue {
     }
     fn wait_obj(&self) -> WaitObj {
         self.inner.wait_obj
+    }
+    fn event_queue(&self) -> Option<*mut sys::fid_eq> {
+        Some(self.inner.fid.as_ptr())
     }
 }
 

@@ -507,5 +507,7 @@ pub(crate) fn provider_text(
 
 /// The negated `FI_EAGAIN` as `ssize_t`, as read calls return it.
 pub(crate) const EAGAIN: isize = -(sys::errno::FI_EAGAIN as isize);
+/// The negated `FI_ECANCELED` as `ssize_t`.
+pub(crate) const ECANCELED: isize = -(sys::errno::FI_ECANCELED as isize);
 /// The negated `FI_EAVAIL` as `ssize_t`.
 pub(crate) const EAVAIL: isize = -(sys::errno::FI_EAVAIL as isize);

@@ -3,13 +3,17 @@
 
 use crate::error::{CloseResult, Error, Result};
 use crate::fid::{close_last, OwnedFid};
-use crate::info::InfoEntry;
+use crate::info::{Info, InfoEntry};
 use libfabric_sys::fabric as sys;
 use std::ptr;
 use std::sync::Arc;
 
 pub(crate) struct FabricInner {
     pub(crate) fid: OwnedFid<sys::fid_fabric>,
+    /// The `fi_info` whose `fabric_attr` opened it, kept while it is open
+    /// (fi_fabric(3) does not say the provider copies what the attribute
+    /// points to).
+    _info: Info,
     /// The provider and fabric names it was opened with: domains, passive
     /// endpoints and endpoints are refused for an `fi_info` of another.
     pub(crate) provider: String,
@@ -59,7 +63,8 @@ impl Fabric {
     /// `fi_fabric`: opens the fabric that `info` names.
     #[doc(alias = "fi_fabric")]
     pub fn open(info: &InfoEntry) -> Result<Self> {
-        // SAFETY: as_raw is a valid fi_info; a NULL fabric_attr is refused.
+        let info = info.to_owned_info()?;
+        // SAFETY: a valid fi_info; a NULL fabric_attr is refused.
         let attr = unsafe { (*info.as_raw()).fabric_attr };
         if attr.is_null() {
             return Err(Error::InvalidArgument(
@@ -76,6 +81,7 @@ impl Fabric {
                 fid,
                 provider: info.provider().to_owned(),
                 name: info.fabric_name().to_owned(),
+                _info: info,
             }),
         })
     }

@@ -66,7 +66,8 @@ bitflags! {
         const MSG_PREFIX = sys::FI_MSG_PREFIX;
         /// `FI_RX_CQ_DATA`
         const RX_CQ_DATA = sys::FI_RX_CQ_DATA;
-        /// `FI_LOCAL_MR` (deprecated).
+        /// `FI_LOCAL_MR`: deprecated since libfabric 1.5 (replaced by the
+        /// `FI_MR_LOCAL` registration mode) and by 2.0.
         const LOCAL_MR = sys::FI_LOCAL_MR;
         /// `FI_ASYNC_IOV`
         const ASYNC_IOV = sys::FI_ASYNC_IOV;

@@ -64,7 +64,7 @@
 //!
 //! | Misuse (man page) | Here | Shown by |
 //! |---|---|---|
-//! | Closing an EQ, CQ, AV or wait set that an endpoint or queue is still bound to (fi_close(3): `-FI_EBUSY`) | Endpoints and queues hold what they are bound to; `close()` returns [`Error::InUse`], the object closes when its last user goes. An AV has no `close()` | `misuse.rs` `closing_an_eq_bound_to_endpoints_reports_its_users`, `an_address_vector_stays_open_while_its_endpoint_uses_it`; `bad_input.rs` `closing_in_the_wrong_order_is_impossible_and_reported`; `wait.rs` `wait_set_signaled_by_its_queues` |
+//! | Closing an EQ, CQ, AV or wait set that an endpoint or queue is still bound to (fi_close(3): `-FI_EBUSY`) | Endpoints and queues hold what they are bound to; `close()` returns [`Error::InUse`] with the object handed back, and the object closes when its last user goes | `misuse.rs` `closing_an_eq_bound_to_endpoints_reports_its_users`, `an_address_vector_stays_open_while_its_endpoint_uses_it`; `bad_input.rs` `closing_in_the_wrong_order_is_impossible_and_reported`; `wait.rs` `wait_set_signaled_by_its_queues` |
 //! | Closing a fabric or domain with children open (fi_domain(3)) | Children hold their parents: [`Error::InUse`] | `misuse.rs` `closing_a_domain_with_a_registered_pool_reports_it`; `eq.rs` `close_reports_other_users` |
 //! | Closing an object twice, or using it after `fi_close` | `close` takes the handle by value; each object is closed once, by `close` or on drop | compile error E0382 (example below) |
 //! | Reading `err_data` after the next read of the queue (fi_eq(3), fi_cq(3)) | `err_data` is copied into the caller's [`eq::ErrDataBuf`], which the error entry borrows | compile error: `ui/err_data_outlives_its_buffer.rs`; `misuse.rs` `err_data_stays_valid_after_later_reads` |
@@ -92,6 +92,27 @@
 //! | Reading into entries that still hold completions not yet reclaimed, or closing a CQ before the completions flushed by its endpoints' close were read | The read, and the CQ's final close, hand those buffers back first, as dropping the entries would | `misuse.rs` `a_completion_dropped_without_reclaim_frees_its_buffer`; suite `load.rs` `a_million_real_completions_read_by_several_threads` |
 //! | Sharing objects between threads of a domain that is not `FI_THREAD_SAFE` (fi_domain(3)) | Only `FI_THREAD_SAFE` domains are opened ([`Error::InvalidArgument`] otherwise) | [`Domain::open`]; the safe [`Hints`] always ask for it |
 //! | Asking for an API version newer than the library loaded | [`Error::RuntimeTooOld`] | [`info::getinfo`] |
+//! | Binding an EQ, CQ or AV, or opening a domain, endpoint or passive endpoint, with an object or `fi_info` of another provider, fabric or domain (providers cast what they are given to their own types: a crash or a hang) | [`Error::ForeignObject`] before the call | `adversarial.rs` `objects_of_another_provider_are_refused`, `objects_of_another_fabric_of_the_same_provider_are_refused`, `a_connection_request_cannot_open_an_endpoint_of_another_provider` |
+//! | Posting a buffer registered with another domain (its descriptor means nothing there) | [`Error::ForeignObject`], buffer handed back | `adversarial.rs` `a_buffer_registered_with_another_domain_is_refused` |
+//! | `fi_listen` with no EQ bound, `fi_connect`/`fi_accept` with none, transfers with no CQ for their direction or before `fi_enable` (NULL dereferences in tcp) | [`Error::State`] before the call; binds only before `enable`, each once | `adversarial.rs` `listen_without_an_event_queue_is_refused`, `connect_accept_and_transfers_before_their_binds_are_refused` |
+//! | A tagged transfer on an endpoint without `FI_TAGGED`, a message one without `FI_MSG` (the receiver crashes) | [`Error::MissingCapability`] | `adversarial.rs` `connect_accept_and_transfers_before_their_binds_are_refused` |
+//! | An `fi_addr_t` that is not a live entry of the endpoint's AV (rxm and rxd index their tables with it unchecked) | [`Error::InvalidArgument`]; AVs are `FI_AV_TABLE` with a fixed capacity, removals wait until no endpoint is bound | `adversarial.rs` `transfers_to_addresses_not_in_the_address_vector_are_refused`; `sizes.rs` `send_and_inject_lengths` |
+//! | An address shorter than the domain's format (`fi_av_insert` takes no length) | [`Error::BufferTooSmall`] | `adversarial.rs` `an_address_shorter_than_the_domain_format_is_refused`; `sizes.rs` `address_bytes` |
+//! | `fi_inject` over `inject_size` (tcp overflows its buffer) | [`Error::TooLarge`] | `adversarial.rs` `inject_over_inject_size_is_refused`; `sizes.rs` `send_and_inject_lengths` |
+//! | Remote CQ data on a domain whose `cq_data_size` is 0, or wider than it | [`Error::State`] / [`Error::TooLarge`] | `adversarial.rs` `remote_cq_data_needs_a_domain_that_carries_it` |
+//! | Queue, AV or buffer sizes that overflow (util queues round sizes up to a power of two and wrap above 2^63) | [`Error::TooLarge`] / [`Error::OutOfMemory`] before any allocation or call; nothing aborts | `adversarial.rs` `impossible_sizes_are_typed_errors_not_aborts`; `sizes.rs` (property tests) |
+//! | A second EQ bound to a passive endpoint (the provider keeps the first busy for ever) | [`Error::State`] | `adversarial.rs` `listen_without_an_event_queue_is_refused` |
+//! | Closing a passive endpoint while the provider holds connections it accepted for it (tcp follows a raw pointer to it when their requests arrive) | A passive endpoint bound to an EQ is closed with that EQ | `adversarial.rs` `a_passive_endpoint_dropped_with_a_connection_in_flight_is_safe` |
+//! | Closing an EQ with connection requests queued (their `fi_info` and sockets leak); an endpoint opened from a request and dropped unaccepted (tcp leaks the handle); a poll set closed with members (its list leaks) | The EQ rejects and frees queued requests first; the endpoint rejects its request on tcp; the poll set removes its members | `adversarial.rs` `queues_closed_with_connection_requests_queued_free_them`, `an_endpoint_opened_from_a_request_and_dropped_unaccepted_frees_it`, `a_poll_set_closed_with_members_leaks_nothing` (under valgrind) |
+//! | `FI_SELECTIVE_COMPLETION` with posts that never ask for a completion (buffers never come back) | Not offered | compile error: `ui/selective_completion_is_not_offered.rs` |
+//! | Reading, re-flagging or re-arming a queue's wait fd (lost wake-ups, hangs) | [`wait::WaitFd`] gives only the raw number: using it as an fd takes `unsafe` | compile error: `ui/wait_fd_read_through_std.rs` |
+//! | A failed `fi_close` (the object is still open) | `close` hands the object back with the error; nothing is marked closed that is not | `misuse.rs` `closing_an_eq_bound_to_endpoints_reports_its_users` |
+//! | `fi_strerror` for system codes returns a per-thread buffer the next call frees | [`Errno::text`] copies through `strerror_r` | `adversarial.rs` `error_text_of_codes_glibc_does_not_know_is_owned` |
+//! | Handing `fi_*_strerror` forged `err_data` | The call gets the data the provider gave, whatever the public field says | `adversarial.rs` `error_entries_cannot_be_forged_for_strerror` |
+//! | A stale wait-object signal ending a later `sread` early | `sread` re-arms (`fi_trywait`) and waits the rest of the timeout | `adversarial.rs` `a_signal_reported_once_does_not_cut_the_next_wait_short` |
+//!
+//! Every C call the crate makes, with the preconditions its man page leaves
+//! to the caller and how each is met, is listed in [`preconditions`].
 //!
 //! ```compile_fail,E0382
 //! fn twice(eq: libfabric::EventQueue) -> libfabric::Result<()> {
@@ -117,6 +138,9 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+// The crate keeps supporting what libfabric 2.x deprecates (wait sets, poll
+// sets); users see the deprecation.
+#![cfg_attr(libfabric_2, allow(deprecated))]
 
 pub mod av;
 pub mod buffer;

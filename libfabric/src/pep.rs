@@ -28,6 +28,12 @@ use std::sync::{Arc, Mutex};
 /// queue it is bound to, and by its connection requests.
 pub(crate) struct PepCore {
     pub(crate) fid: OwnedFid<sys::fid_pep>,
+    /// The `fi_info` it was opened with, kept as long as it is open: the
+    /// sockets provider copies the struct, not what it points to
+    /// (`_pep->info = *info`, `prov/sockets/src/sock_ep_msg.c` 1115 in
+    /// 1.17), and reads its `domain_attr` at each connection request
+    /// (`sock_ep_msg_get_info`, 730).
+    _info: crate::info::Info,
     pub(crate) fabric: Arc<FabricInner>,
 }
 
@@ -63,13 +69,15 @@ impl PassiveEndpoint {
                 "fi_passive_ep: this fi_info carries a connection request's handle".into(),
             ));
         }
+        let info = info.to_owned_info()?;
         let mut raw = ptr::null_mut();
         // SAFETY: fi_passive_ep(3) with an open fabric and an fi_info of its
-        // provider and fabric (checked above), which it only reads.
+        // provider and fabric (checked above); the fi_info is kept until
+        // the passive endpoint is closed (PepCore's field order).
         let ret = unsafe {
             sys::fi_passive_ep(
                 fabric.inner.fid.as_ptr(),
-                info.as_raw() as *mut _,
+                info.ptr.as_ptr(),
                 &mut raw,
                 ptr::null_mut(),
             )
@@ -79,6 +87,7 @@ impl PassiveEndpoint {
             inner: Arc::new(PepInner {
                 core: Arc::new(PepCore {
                     fid,
+                    _info: info,
                     fabric: fabric.inner.clone(),
                 }),
                 eq: Mutex::new(None),

@@ -58,7 +58,16 @@ impl Drop for PollInner {
 }
 
 /// An open poll set of completion queues of one domain.
+///
+/// Deprecated by libfabric 2.0 (the `fi_poll_*` calls are marked
+/// `FI_DEPRECATED_FUNC` in 2.6's headers), and marked `#[deprecated]` here
+/// when the crate is built against 2.x headers. Prefer reading the queues,
+/// or [`Waiter`](crate::wait::Waiter) over their wait fds.
 #[derive(Clone)]
+#[cfg_attr(
+    libfabric_2,
+    deprecated(note = "libfabric 2.x deprecates poll sets: read the queues, or use Waiter")
+)]
 pub struct PollSet {
     inner: Arc<PollInner>,
 }

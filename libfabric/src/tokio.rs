@@ -25,7 +25,7 @@
 use crate::cq::{self, CompletionQueue, Format};
 use crate::eq::{self, EventBuf, EventQueue};
 use crate::error::{Error, Result, EAGAIN};
-use crate::wait::{trywait_raw, TryWait, Waitable};
+use crate::wait::{eq_has_entries, trywait_raw, TryWait, Waitable};
 use libfabric_sys::fabric as sys;
 use std::os::fd::{AsRawFd, RawFd};
 use tokio::io::unix::AsyncFd;
@@ -61,6 +61,7 @@ async fn wait_ready(
     fd: &AsyncFd<WaitFd>,
     fabric: &SendPtr<sys::fid_fabric>,
     fid: &SendPtr<sys::fid>,
+    eq: Option<&SendPtr<sys::fid_eq>>,
 ) -> Result<()> {
     // The raw pointers are used only before the first await, in
     // trywait_raw, so the future stays Send.
@@ -69,6 +70,12 @@ async fn wait_ready(
         trywait_raw(fabric.0, &mut fids)?
     };
     if pending == TryWait::EventsPending {
+        return Ok(());
+    }
+    // About to wait: an event queue is looked at once more (tcp can erase
+    // the wake-up of an event written during fi_trywait; see
+    // wait::eq_has_entries).
+    if eq.is_some_and(|eq| eq_has_entries(eq.0)) {
         return Ok(());
     }
     let mut guard = fd
@@ -132,7 +139,8 @@ impl AsyncEventQueue {
             if ret != EAGAIN {
                 return eq::decode(&self.eq.inner, ret, event, buf, false, "fi_eq_read");
             }
-            wait_ready(&self.fd, &self.fabric, &self.fid).await?;
+            let eq = SendPtr(self.eq.inner.fid.as_ptr());
+            wait_ready(&self.fd, &self.fabric, &self.fid, Some(&eq)).await?;
         }
     }
 }
@@ -188,7 +196,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
             if ret != EAGAIN {
                 return cq::decode(ret, buf, "fi_cq_read");
             }
-            wait_ready(&self.fd, &self.fabric, &self.fid).await?;
+            wait_ready(&self.fd, &self.fabric, &self.fid, None).await?;
         }
     }
 }

@@ -24,11 +24,13 @@ pub enum WaitObj {
     /// queues do not take: ask for [`WaitObj::Fd`] to use them. The wait
     /// object in force is [`Waitable::wait_obj`].
     Unspec,
-    /// `FI_WAIT_SET`: the queue signals a [`WaitSet`].
+    /// `FI_WAIT_SET`: the queue signals a [`WaitSet`]. Deprecated by
+    /// libfabric 2.0 with wait sets.
     Set,
     /// `FI_WAIT_FD`: a file descriptor that becomes readable.
     Fd,
     /// `FI_WAIT_MUTEX_COND`: a pthread mutex and condition variable.
+    /// Deprecated by libfabric 2.0.
     MutexCond,
     /// `FI_WAIT_YIELD`: blocking reads spin with `sched_yield`.
     Yield,
@@ -105,6 +107,11 @@ pub trait Waitable: sealed::Sealed {
     fn fabric_ptr(&self) -> *const ();
     /// The queue's wait object, as the provider resolved it.
     fn wait_obj(&self) -> WaitObj;
+    /// The `fid_eq` of an event queue (see [`eq_has_entries`]).
+    #[doc(hidden)]
+    fn event_queue(&self) -> Option<*mut sys::fid_eq> {
+        None
+    }
     /// `fi_control(FI_GETWAIT)` for an `FI_WAIT_FD` queue: the fd that becomes
     /// readable when the queue may have entries, borrowed from the queue, as
     /// a [`WaitFd`] to poll for readiness.
@@ -188,6 +195,47 @@ pub(crate) fn query_wait_obj(fid: *mut sys::fid, requested: WaitObj) -> WaitObj 
     } else {
         requested
     }
+}
+
+/// Whether an event queue has an entry, without taking it (`fi_eq_read`
+/// with `FI_PEEK`): the second look that every wait in this crate takes
+/// after `fi_trywait` said "may block" and before it blocks.
+///
+/// libfabric's tcp provider from 1.19 (at least to 2.6) checks an EQ empty
+/// under its lock in `fi_trywait`, releases the lock, and only then resets
+/// the wait fd (`xnet_trywait`, `prov/tcp/src/xnet_progress.c` 1638-1643 in
+/// 1.22): an `fi_eq_write` in between is queued but its wake-up erased, so
+/// trywait says "may block" with an event queued and the fd never becomes
+/// readable. An event written before the reset is in the queue by the time
+/// trywait returns, and this look finds it; one written after it raises the
+/// fd again. Its CQs check and reset under one lock (1628-1633) and need no
+/// second look.
+#[cfg(not(libfabric_unpatched_trywait))]
+#[inline]
+pub(crate) fn eq_has_entries(eq: *mut sys::fid_eq) -> bool {
+    let mut event = 0u32;
+    let mut scratch = [0u64; 8];
+    // SAFETY: fi_eq_read(3) with FI_PEEK on an open EQ (borrowed by the
+    // caller): it copies at most len bytes of the next entry into scratch and
+    // leaves the entry queued.
+    let ret = unsafe {
+        sys::fi_eq_read(
+            eq,
+            &mut event,
+            scratch.as_mut_ptr().cast(),
+            std::mem::size_of_val(&scratch),
+            sys::FI_PEEK,
+        )
+    };
+    ret != crate::error::EAGAIN
+}
+
+/// The second look switched off, to show the lost wake-up it prevents
+/// (tests only: `RUSTFLAGS="--cfg libfabric_unpatched_trywait"`).
+#[cfg(libfabric_unpatched_trywait)]
+#[inline]
+pub(crate) fn eq_has_entries(_eq: *mut sys::fid_eq) -> bool {
+    false
 }
 
 /// `fi_trywait(fabric, fids, count)` over queues of one fabric.
@@ -297,6 +345,8 @@ pub struct Waiter<'q> {
     /// would keep the fabric that `fi_trywait` is called on.
     fabric: Arc<FabricInner>,
     fids: Vec<*mut sys::fid>,
+    /// The event queues among them, looked at once more before blocking.
+    eqs: Vec<*mut sys::fid_eq>,
     pollfds: Vec<libc::pollfd>,
     _queues: std::marker::PhantomData<&'q dyn Waitable>,
 }
@@ -318,6 +368,7 @@ impl<'q> Waiter<'q> {
     /// `FI_WAIT_FD` queues of `fabric`.
     pub fn new(fabric: &Fabric, queues: &[&'q dyn Waitable]) -> Result<Self> {
         let mut fids = Vec::with_capacity(queues.len());
+        let mut eqs = Vec::new();
         let mut pollfds = Vec::with_capacity(queues.len());
         for q in queues {
             if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
@@ -327,6 +378,7 @@ impl<'q> Waiter<'q> {
             }
             let fd = q.wait_fd()?;
             fids.push(q.wait_fid());
+            eqs.extend(q.event_queue());
             pollfds.push(libc::pollfd {
                 fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
@@ -336,6 +388,7 @@ impl<'q> Waiter<'q> {
         Ok(Waiter {
             fabric: fabric.inner.clone(),
             fids,
+            eqs,
             pollfds,
             _queues: std::marker::PhantomData,
         })
@@ -348,6 +401,11 @@ impl<'q> Waiter<'q> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             if trywait_raw(self.fabric.fid.as_ptr(), &mut self.fids)? == TryWait::EventsPending {
+                return Ok(Wake::Ready);
+            }
+            // About to block: look at the event queues once more (see
+            // eq_has_entries: a wake-up tcp erased in fi_trywait).
+            if self.eqs.iter().any(|&eq| eq_has_entries(eq)) {
                 return Ok(Wake::Ready);
             }
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -485,8 +543,15 @@ pub(crate) struct WaitSetInner {
 /// A wait set (`fi_wait_open`): several queues opened with
 /// `FI_WAIT_SET` signal one wait object.
 ///
-/// Wait sets are deprecated in libfabric 2.x but present in 1.17.
+/// Deprecated by libfabric 2.0 (`fi_wait_open` and `fi_wait` are marked
+/// `FI_DEPRECATED_FUNC` in 2.6's headers; they still work on 2.6's tcp),
+/// and marked `#[deprecated]` here when the crate is built against 2.x
+/// headers. Prefer [`Waiter`] over several queues' wait fds.
 #[derive(Clone)]
+#[cfg_attr(
+    libfabric_2,
+    deprecated(note = "libfabric 2.x deprecates wait sets: use Waiter over the queues' wait fds")
+)]
 pub struct WaitSet {
     pub(crate) inner: Arc<WaitSetInner>,
     kind: WaitObj,

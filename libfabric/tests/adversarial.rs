@@ -8,6 +8,7 @@
 //!
 //! Runs on the host providers: tcp (MSG), tcp;ofi_rxm (RDM) and sockets as
 //! the "other provider".
+#![cfg_attr(libfabric_2, allow(deprecated))]
 mod common;
 
 use common::*;
@@ -32,21 +33,35 @@ fn first(hints: Hints) -> Info {
         .expect("an fi_info")
 }
 
-/// A fabric and domain of the `sockets` provider: another provider than
-/// the suite's.
+/// A fabric and domain of another MSG provider than the suite's: sockets,
+/// or tcp when the suite runs on sockets.
+fn other_provider() -> (Fabric, Domain, Info) {
+    let other = if provider() == "sockets" {
+        "tcp"
+    } else {
+        "sockets"
+    };
+    msg_fabric(other)
+}
+
+/// A fabric and domain of the `sockets` provider.
 fn sockets() -> (Fabric, Domain, Info) {
+    msg_fabric("sockets")
+}
+
+fn msg_fabric(name: &str) -> (Fabric, Domain, Info) {
     let info = first(
         Hints::new()
             .unwrap()
-            .provider("sockets")
+            .provider(name)
             .unwrap()
             .ep_type(EpType::Msg)
             .caps(Caps::MSG)
             .node("127.0.0.1")
             .unwrap(),
     );
-    let fabric = Fabric::open(&info).expect("sockets fabric");
-    let domain = Domain::open(&fabric, &info).expect("sockets domain");
+    let fabric = Fabric::open(&info).expect("fabric");
+    let domain = Domain::open(&fabric, &info).expect("domain");
     (fabric, domain, info)
 }
 
@@ -175,7 +190,7 @@ fn inject_over_inject_size_is_refused() {
 #[test]
 fn objects_of_another_provider_are_refused() {
     let (fabric, domain, info) = fabric_domain();
-    let (sfabric, sdomain, sinfo) = sockets();
+    let (sfabric, sdomain, sinfo) = other_provider();
     let seq = EventQueue::open(&sfabric, &EqAttr::new().wait(WaitObj::Fd)).unwrap();
     let scq = CompletionQueue::<Msg>::open(&sdomain, &CqAttr::new()).unwrap();
     let ep = Endpoint::open(&domain, &info).unwrap();
@@ -247,7 +262,7 @@ fn a_connection_request_cannot_open_an_endpoint_of_another_provider() {
     else {
         panic!("expected a CONNREQ")
     };
-    let (_sf, sdomain, _) = sockets();
+    let (_sf, sdomain, _) = other_provider();
     let refused = Endpoint::from_request(&sdomain, request).unwrap_err();
     assert!(
         matches!(refused.error, Error::ForeignObject { .. }),
@@ -388,11 +403,15 @@ fn connect_accept_and_transfers_before_their_binds_are_refused() {
     let e = ep.send(pool.take().unwrap(), 8).unwrap_err();
     assert!(matches!(e.error, Error::State { .. }), "{e}");
     drop(e);
-    let _ = ep.enable();
+    // tcp refuses to enable without a transmit CQ (-FI_ENOCQ); sockets
+    // enables, and the crate still refuses sends.
     let tx = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
     if ep.enable().is_err() {
         ep.bind_cq(&tx, CqBind::TRANSMIT).unwrap();
         ep.enable().unwrap();
+    } else {
+        let e = ep.send(pool.take().unwrap(), 8).unwrap_err();
+        assert!(matches!(e.error, Error::State { .. }), "{e}");
     }
     assert!(matches!(ep.enable(), Err(Error::State { .. })));
     assert!(matches!(
@@ -400,7 +419,10 @@ fn connect_accept_and_transfers_before_their_binds_are_refused() {
         Err(Error::State { .. })
     ));
     let e = ep.send(pool.take().unwrap(), 65).unwrap_err();
-    assert!(matches!(e.error, Error::BufferTooSmall { .. }), "{e}");
+    assert!(
+        matches!(e.error, Error::BufferTooSmall { .. } | Error::State { .. }),
+        "{e}"
+    );
     // A tagged send on an endpoint without FI_TAGGED.
     assert!(!ep.info().caps().contains(Caps::TAGGED));
     let e = ep.tsend(e.buffer, 8, 1, Addr::UNSPEC).unwrap_err();
@@ -690,6 +712,65 @@ fn an_async_read_into_nothing_is_refused() {
         let r = tokio::time::timeout(Duration::from_secs(5), acq.read(&mut [])).await;
         assert!(matches!(r, Ok(Err(Error::InvalidArgument(_)))), "{r:?}");
     });
+}
+
+#[test]
+fn a_passive_endpoint_outlives_the_info_it_was_opened_from() {
+    // sockets keeps a shallow copy of the fi_info given to fi_passive_ep and
+    // reads its domain_attr at each connection request: the caller's info
+    // is dropped here before any request arrives.
+    let (fabric, domain, _) = sockets();
+    let pep = {
+        let info = first(
+            Hints::new()
+                .unwrap()
+                .provider("sockets")
+                .unwrap()
+                .ep_type(EpType::Msg)
+                .caps(Caps::MSG)
+                .node("127.0.0.1")
+                .unwrap()
+                .service("0")
+                .unwrap()
+                .source(true),
+        );
+        PassiveEndpoint::open(&fabric, &info).unwrap()
+    };
+    let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd)).unwrap();
+    pep.bind_eq(&eq).unwrap();
+    pep.listen().unwrap();
+    let addr = pep.local_addr().unwrap();
+    let cinfo = first(
+        Hints::new()
+            .unwrap()
+            .provider("sockets")
+            .unwrap()
+            .ep_type(EpType::Msg)
+            .caps(Caps::MSG)
+            .node(&addr.ip().to_string())
+            .unwrap()
+            .service(&addr.port().to_string())
+            .unwrap(),
+    );
+    let ceq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd)).unwrap();
+    let ccq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    let client = Endpoint::open(&domain, &cinfo).unwrap();
+    client.bind_eq(&ceq).unwrap();
+    client
+        .bind_cq(&ccq, CqBind::TRANSMIT | CqBind::RECV)
+        .unwrap();
+    client.enable().unwrap();
+    client.connect(b"x").unwrap();
+    match next_event(&eq, &[&ceq], Duration::from_secs(10)) {
+        Ev::ConnReq { request, .. } => {
+            // The request's fi_info names its provider and fabric, so a
+            // domain opened from it passes the same-fabric checks.
+            assert_eq!(request.info().provider(), "sockets");
+            let sdomain = Domain::open(&fabric, request.info()).unwrap();
+            drop(Endpoint::from_request(&sdomain, request).unwrap());
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
