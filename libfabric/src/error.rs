@@ -163,9 +163,10 @@ impl Errno {
     /// `fi_strerror` itself is not used for system codes: it returns
     /// `strerror(3)`'s result, which for a value glibc does not know is a
     /// per-thread buffer that the next such call frees (libfabric 1.17
-    /// `src/fi_tostr.c`, `fi_strerror`), so it cannot be borrowed.
+    /// `src/fabric.c` 1487-1488), so it cannot be borrowed.
     pub fn text(self) -> Cow<'static, str> {
-        let raw = self.raw();
+        // fi_strerror takes either sign (src/fabric.c 1484-1485 in 1.17).
+        let raw = self.raw().checked_abs().unwrap_or(c_int::MAX);
         if raw >= sys::FI_ERRNO_OFFSET {
             // SAFETY: fi_strerror(3): for values from FI_ERRNO_OFFSET up,
             // libfabric returns an entry of its static `errstr` table (the

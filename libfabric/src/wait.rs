@@ -488,6 +488,57 @@ impl PollFdSet {
         self.change_index
     }
 
+    /// The whole wait for one `FI_WAIT_POLLFD` queue, as [`Waiter`] does
+    /// for fds: re-read the set, `fi_trywait`, then `poll(2)` until the
+    /// queue may have entries or the timeout passes. Read the queue until
+    /// empty after [`Wake::Ready`].
+    ///
+    /// It does not spin on libfabric's own signal: the sets of libfabric's
+    /// util wait objects (tcp's completion queues) start with an internal fd
+    /// that every change of the set makes readable and that only
+    /// libfabric's own wait resets (`src/common.c` 1527 and 1702 in 1.17),
+    /// so once set it stays readable. When it is readable right after
+    /// `fi_trywait` said the queue is empty, it carries no news (a change
+    /// was already re-read, and a later one could not make it readable
+    /// again), and it is left out of that poll.
+    ///
+    /// # Errors
+    /// [`Error::WrongWaitMode`] for a queue without `FI_WAIT_POLLFD`;
+    /// [`Error::InvalidArgument`] for a queue of another fabric.
+    pub fn wait(
+        &mut self,
+        fabric: &Fabric,
+        queue: &dyn Waitable,
+        timeout: Option<Duration>,
+    ) -> Result<Wake> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            self.refresh(queue)?;
+            if trywait(fabric, &[queue])? == TryWait::EventsPending {
+                return Ok(Wake::Ready);
+            }
+            if let Some(first) = self.fds.first_mut() {
+                first.events = libc::POLLIN;
+                first.revents = 0;
+                // SAFETY: one valid pollfd; a zero timeout only looks.
+                let stale = unsafe { libc::poll(first, 1, 0) } > 0;
+                if stale {
+                    first.events = 0;
+                }
+            }
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let n = self.poll(remaining)?;
+            if n > 0 && self.fds.iter().any(|p| p.events != 0 && p.revents != 0) {
+                return Ok(Wake::Ready);
+            }
+            if remaining.is_some_and(|r| r.is_zero())
+                || deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Ok(Wake::TimedOut);
+            }
+        }
+    }
+
     /// Re-reads the set from `queue` (an `FI_WAIT_POLLFD` queue). Returns
     /// whether it changed since the last refresh.
     pub fn refresh(&mut self, queue: &dyn Waitable) -> Result<bool> {
