@@ -443,6 +443,18 @@ impl<'q> Waiter<'q> {
 /// The fds of an `FI_WAIT_POLLFD` queue (`struct fi_wait_pollfd`), kept up
 /// to date by [`PollFdSet::refresh`], which follows the `change_index` /
 /// `-FI_ETOOSMALL` protocol of fi_control(3) and grows instead of failing.
+///
+/// # These sets cannot be blocked on
+/// libfabric's tcp provider keeps a fd of these sets readable whether or
+/// not the queue has anything: in 1.17 the util set's internal signal,
+/// which every change of the set raises and only libfabric's own wait
+/// resets (`src/common.c` 1527 and 1702), in 1.22 its progress fd. A poll
+/// over the set returns at once, and leaving that fd out would miss the
+/// completions it also announces. So this crate runs no wait loop over
+/// these sets ([`Waiter`] and the tokio queues take `FI_WAIT_FD` queues
+/// only and refuse these with [`Error::WrongWaitMode`]): open queues with
+/// [`WaitObj::Fd`] to block on them, or block in `sread`, which waits
+/// inside the provider.
 #[derive(Debug, Default)]
 pub struct PollFdSet {
     fds: Vec<libc::pollfd>,
@@ -486,57 +498,6 @@ impl PollFdSet {
     /// The provider's change index at the last refresh.
     pub fn change_index(&self) -> u64 {
         self.change_index
-    }
-
-    /// The whole wait for one `FI_WAIT_POLLFD` queue, as [`Waiter`] does
-    /// for fds: re-read the set, `fi_trywait`, then `poll(2)` until the
-    /// queue may have entries or the timeout passes. Read the queue until
-    /// empty after [`Wake::Ready`].
-    ///
-    /// It does not spin on libfabric's own signal: the sets of libfabric's
-    /// util wait objects (tcp's completion queues) start with an internal fd
-    /// that every change of the set makes readable and that only
-    /// libfabric's own wait resets (`src/common.c` 1527 and 1702 in 1.17),
-    /// so once set it stays readable. When it is readable right after
-    /// `fi_trywait` said the queue is empty, it carries no news (a change
-    /// was already re-read, and a later one could not make it readable
-    /// again), and it is left out of that poll.
-    ///
-    /// # Errors
-    /// [`Error::WrongWaitMode`] for a queue without `FI_WAIT_POLLFD`;
-    /// [`Error::InvalidArgument`] for a queue of another fabric.
-    pub fn wait(
-        &mut self,
-        fabric: &Fabric,
-        queue: &dyn Waitable,
-        timeout: Option<Duration>,
-    ) -> Result<Wake> {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        loop {
-            self.refresh(queue)?;
-            if trywait(fabric, &[queue])? == TryWait::EventsPending {
-                return Ok(Wake::Ready);
-            }
-            if let Some(first) = self.fds.first_mut() {
-                first.events = libc::POLLIN;
-                first.revents = 0;
-                // SAFETY: one valid pollfd; a zero timeout only looks.
-                let stale = unsafe { libc::poll(first, 1, 0) } > 0;
-                if stale {
-                    first.events = 0;
-                }
-            }
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let n = self.poll(remaining)?;
-            if n > 0 && self.fds.iter().any(|p| p.events != 0 && p.revents != 0) {
-                return Ok(Wake::Ready);
-            }
-            if remaining.is_some_and(|r| r.is_zero())
-                || deadline.is_some_and(|d| Instant::now() >= d)
-            {
-                return Ok(Wake::TimedOut);
-            }
-        }
     }
 
     /// Re-reads the set from `queue` (an `FI_WAIT_POLLFD` queue). Returns
