@@ -42,6 +42,13 @@ fn domain() -> &'static (Fabric, Domain) {
 }
 
 proptest! {
+    // Failures are reported, not written next to the sources (which may be
+    // read-only, as in the soft-RoCE guest).
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
     #[test]
     fn event_buffers(n in any_size()) {
         match EventBuf::with_cm_data_capacity(n) {
@@ -83,6 +90,13 @@ proptest! {
             prop_assert!(eq.is_ok(), "eq {n}: {:?}", eq.err());
             if n == 0 {
                 prop_assert!(matches!(av, Err(Error::InvalidArgument(_))));
+            } else if provider() == "verbs" {
+                // verbs' MSG domains have no address vectors.
+                prop_assert!(
+                    matches!(&av, Err(e) if e.errno() == Some(libfabric::Errno::NoSys)),
+                    "av {n} on verbs: {:?}",
+                    av.as_ref().err()
+                );
             } else {
                 prop_assert!(av.is_ok(), "av {n}: {:?}", av.err());
             }

@@ -93,6 +93,24 @@ part "libfabric on verbs" env LIBFABRIC_TEST_PROVIDER=verbs \
     LIBFABRIC_TEST_NODE="${RXE_ADDRS%%,*}" FI_UNIVERSE_SIZE=64 \
     "$here/run-binaries.sh" "${libfabric[@]}"
 
+# Soft-iWARP: the same libfabric suite on the verbs provider over siw0
+# (iWARP connects only through rdma_cm; the suite asserts the differences
+# where LIBFABRIC_TEST_IWARP is set).
+# shellcheck source=siw-setup.sh
+. "$here/siw-setup.sh"
+siw_failed() {
+    echo "$1"
+    echo "0 passed, 1 failed"
+}
+if siw_msg=$(siw_setup 2>&1); then
+    part "siw smoke" siw_smoke
+    part "libfabric on verbs over siw" env LIBFABRIC_TEST_PROVIDER=verbs \
+        LIBFABRIC_TEST_NODE="${SIW_ADDRS%%,*}" LIBFABRIC_TEST_IWARP=1 FI_UNIVERSE_SIZE=64 \
+        "$here/run-binaries.sh" "${libfabric[@]}"
+else
+    part "siw setup" siw_failed "$siw_msg"
+fi
+
 # The rc_pingpong example: Rust against Rust, Rust against rdma-core's
 # ibv_rc_pingpong in both roles (same wire format), with and without -e, and
 # its errors for a missing device and a bad option.

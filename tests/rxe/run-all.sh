@@ -44,10 +44,22 @@ manifest=$cache/manifest
 } >"$manifest"
 say "built in $((SECONDS - start)) s: $(wc -l <"$manifest") test binaries"
 
+# soft-iWARP for the kernel the guest boots (Debian's has no siw.ko).
+tests/rxe/vm.sh prepare
+read -r kver _ <"$cache/stamp"
+siw_ko=
+if siw_ko=$(tests/rxe/build-siw.sh "$kver"); then
+    say "siw: $siw_ko"
+else
+    say "siw.ko could not be built for $kver: the siw part will fail"
+    siw_ko=
+fi
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} tests/rxe/vm.sh run "$root/tests/rxe/guest-all.sh" "$root/$manifest" 2>&1 | tee "$log"
+RXE_VM_EXTRA_ENV="${RXE_VM_EXTRA_ENV:-} SIW_KO=$siw_ko" RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} \
+    tests/rxe/vm.sh run "$root/tests/rxe/guest-all.sh" "$root/$manifest" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 || true)

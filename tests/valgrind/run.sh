@@ -123,6 +123,8 @@ run_one() {
 
 # Property tests: a few cases each under valgrind (256 on the host).
 export PROPTEST_CASES=${PROPTEST_CASES:-16}
+# The lost wake-up runs: one short run each (hundreds run natively).
+export LOST_WAKEUP_REPS=${LOST_WAKEUP_REPS:-1} LOST_WAKEUP_EVENTS=${LOST_WAKEUP_EVENTS:-500}
 say "running under valgrind (suppressions: $SUPP, logs: $LOG_DIR)"
 while IFS=$'\t' read -r name exe; do
     [ -n "$name" ] || continue
