@@ -20,7 +20,7 @@ use crate::domain::{Domain, DomainInner};
 use crate::eq::{ErrDataBuf, Fid};
 use crate::error::{
     check, check_len, check_queue_size, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL,
-    ECANCELED,
+    ECANCELED, ETIMEDOUT,
 };
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
@@ -534,6 +534,16 @@ impl<F: Format> CompletionQueue<F> {
     #[doc(alias = "fi_cq_open")]
     pub fn open(domain: &Domain, attr: &CqAttr) -> Result<Self> {
         check_queue_size("completion queue size", attr.size)?;
+        if attr.wait_obj == WaitObj::Yield {
+            // libfabric's util yield wait loops until signalled and ignores
+            // the timeout (`util_wait_yield_run`, `prov/util/src/util_wait.c`
+            // 592-611 in 1.17): an `sread` with a timeout would never return.
+            return Err(Error::UnsupportedWait {
+                queue: "completion queue",
+                requested: WaitObj::Yield,
+                reason: "FI_WAIT_YIELD waits ignore their timeout in libfabric's util code",
+            });
+        }
         if let Some(set) = &attr.wait_set {
             if !set.belongs_to(&domain.inner.fabric) {
                 return Err(Error::ForeignObject {
@@ -762,9 +772,10 @@ impl<F: Format> CompletionQueue<F> {
                 Some(Some(d)) => Some(d.saturating_duration_since(Instant::now())),
             };
             let ret = self.sread_once(buf, addrs.as_deref_mut(), count, cond, remaining);
-            // fi_cq(3): a wake-up by fi_cq_signal returns -FI_EAGAIN (tcp)
-            // or -FI_ECANCELED (sockets).
-            if ret != EAGAIN && ret != ECANCELED {
+            // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
+            // -FI_EAGAIN (tcp), -FI_ECANCELED (sockets, on signal) or
+            // -FI_ETIMEDOUT (rxd, on timeout).
+            if ret != EAGAIN && ret != ECANCELED && ret != ETIMEDOUT {
                 break ret;
             }
             // libfabric returns -FI_EAGAIN both for a timeout and for a

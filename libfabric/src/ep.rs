@@ -169,9 +169,40 @@ pub(crate) struct EpInner {
 // the FI_THREAD_SAFE passive endpoint it belongs to, under the mutex.
 unsafe impl Send for PendingAccept {}
 
+impl EpInner {
+    /// A connectionless endpoint closed without an address vector crashes
+    /// rxm: `rxm_ep_close` frees its connections by the AV's peer count
+    /// (`prov/rxm/src/rxm_conn.c` 375, `prov/util/src/rxm_av.c` 42-44 in
+    /// 1.17, a NULL dereference). One never bound to an AV (and so never
+    /// enabled) gets a one-entry AV of its domain bound just before it
+    /// closes; the AV closes after it.
+    fn av_for_close(&mut self) -> Option<AddressVector> {
+        if !self.fid.is_open() || !self.connectionless || self.av.get().is_some() {
+            return None;
+        }
+        let domain = Domain {
+            inner: self.domain.clone(),
+        };
+        let av = AddressVector::open(&domain, crate::av::AvType::Table, 1).ok()?;
+        // SAFETY: fi_ep_bind(3) of two open objects of one domain, before
+        // fi_enable (this endpoint was never enabled: enabling needs an AV).
+        let ret = unsafe { sys::fi_ep_bind(self.fid.as_ptr(), av.inner.fid.fid(), 0) };
+        (ret == 0).then_some(av)
+    }
+}
+
+impl EpInner {
+    /// `fi_close` of the endpoint, with an AV bound first where the
+    /// provider needs one (see `av_for_close`).
+    fn close_fid(&mut self) -> Result<()> {
+        let _av = self.av_for_close();
+        self.fid.close()
+    }
+}
+
 impl Drop for EpInner {
     fn drop(&mut self) {
-        if self.fid.close().is_err() {
+        if self.close_fid().is_err() {
             // Still open: it keeps what it is bound to (the fields below).
             return;
         }
@@ -649,7 +680,7 @@ impl Endpoint {
         check("fi_ep_bind(eq)", unsafe {
             sys::fi_ep_bind(self.raw(), eq.inner.fid.fid(), 0)
         })?;
-        if let Some(max) = cm_data_size(self.inner.fid.fid()) {
+        if let Some(max) = self.cm_data_size() {
             eq.inner.max_cm_data.fetch_max(max, Ordering::Relaxed);
         }
         eq.inner.registry.insert(
@@ -769,8 +800,20 @@ impl Endpoint {
         check("fi_enable", unsafe { sys::fi_enable(self.raw()) })?;
         self.inner.state.fetch_or(ENABLED, Ordering::Release);
         // Some providers know the connection data size only once enabled.
-        if let (Some(max), Some(eq)) = (cm_data_size(self.inner.fid.fid()), &bound.eq) {
+        if let (Some(max), Some(eq)) = (self.cm_data_size(), &bound.eq) {
             eq.max_cm_data.fetch_max(max, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Refuses connection management on a connectionless endpoint (before
+    /// any option of it is asked: see `cm_data_size`).
+    fn connected_only(&self, call: &'static str) -> Result<()> {
+        if self.inner.connectionless {
+            return Err(Error::State {
+                call,
+                reason: "only connected (FI_EP_MSG) endpoints connect",
+            });
         }
         Ok(())
     }
@@ -804,6 +847,7 @@ impl Endpoint {
     /// destination.
     #[doc(alias = "fi_connect")]
     pub fn connect(&self, data: &[u8]) -> Result<()> {
+        self.connected_only("fi_connect")?;
         check_cm_data(self.inner.fid.fid(), data)?;
         if self
             .inner
@@ -848,6 +892,7 @@ impl Endpoint {
     /// enabled, with no event queue, or already accepted.
     #[doc(alias = "fi_accept")]
     pub fn accept(&self, data: &[u8]) -> Result<()> {
+        self.connected_only("fi_accept")?;
         check_cm_data(self.inner.fid.fid(), data)?;
         let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.is_none() {
@@ -894,8 +939,15 @@ impl Endpoint {
         name_of(self.inner.fid.fid(), true)
     }
 
-    /// `FI_OPT_CM_DATA_SIZE`: the most connection data this endpoint can carry.
+    /// `FI_OPT_CM_DATA_SIZE`: the most connection data this endpoint can
+    /// carry; `None` for connectionless endpoints, which carry none (and
+    /// whose providers may not answer the option: shm 1.22 dereferences a
+    /// receive context that exists only once enabled,
+    /// `prov/shm/src/smr_ep.c` 122).
     pub fn cm_data_size(&self) -> Option<usize> {
+        if self.inner.connectionless {
+            return None;
+        }
         cm_data_size(self.inner.fid.fid())
     }
 
@@ -1099,7 +1151,7 @@ impl Endpoint {
             self.inner,
             "endpoint",
             |inner| Endpoint { inner },
-            |i| i.fid.close(),
+            EpInner::close_fid,
         )
     }
 }

@@ -544,6 +544,16 @@ impl EventQueue {
     #[doc(alias = "fi_eq_open")]
     pub fn open(fabric: &Fabric, attr: &EqAttr) -> Result<Self> {
         check_queue_size("event queue size", attr.size)?;
+        if attr.wait_obj == WaitObj::Yield {
+            // libfabric's util yield wait loops until signalled and ignores
+            // the timeout (`util_wait_yield_run`, `prov/util/src/util_wait.c`
+            // 592-611 in 1.17): an `sread` with a timeout would never return.
+            return Err(Error::UnsupportedWait {
+                queue: "event queue",
+                requested: WaitObj::Yield,
+                reason: "FI_WAIT_YIELD waits ignore their timeout in libfabric's util code",
+            });
+        }
         if let Some(set) = &attr.wait_set {
             if !set.belongs_to(&fabric.inner) {
                 return Err(Error::ForeignObject {

@@ -508,6 +508,8 @@ pub(crate) fn provider_text(
 
 /// The negated `FI_EAGAIN` as `ssize_t`, as read calls return it.
 pub(crate) const EAGAIN: isize = -(sys::errno::FI_EAGAIN as isize);
+/// The negated `FI_ETIMEDOUT` as `ssize_t`.
+pub(crate) const ETIMEDOUT: isize = -(sys::errno::FI_ETIMEDOUT as isize);
 /// The negated `FI_ECANCELED` as `ssize_t`.
 pub(crate) const ECANCELED: isize = -(sys::errno::FI_ECANCELED as isize);
 /// The negated `FI_EAVAIL` as `ssize_t`.

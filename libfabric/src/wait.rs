@@ -32,7 +32,9 @@ pub enum WaitObj {
     /// `FI_WAIT_MUTEX_COND`: a pthread mutex and condition variable.
     /// Deprecated by libfabric 2.0.
     MutexCond,
-    /// `FI_WAIT_YIELD`: blocking reads spin with `sched_yield`.
+    /// `FI_WAIT_YIELD`: blocking reads spin with `sched_yield`. Refused by
+    /// this crate's queues: libfabric's util implementation ignores the
+    /// timeout, so an `sread` with one would never return.
     Yield,
     /// `FI_WAIT_POLLFD`: a set of fds to poll, which may change.
     PollFd,
@@ -578,6 +580,14 @@ impl WaitSet {
                 queue: "wait set",
                 requested: wait_obj,
                 reason: "a wait set needs a real wait object",
+            });
+        }
+        if wait_obj == WaitObj::Yield {
+            // As for queues: util_wait_yield_run ignores the timeout.
+            return Err(Error::UnsupportedWait {
+                queue: "wait set",
+                requested: wait_obj,
+                reason: "FI_WAIT_YIELD waits ignore their timeout in libfabric's util code",
             });
         }
         let mut attr = sys::fi_wait_attr {

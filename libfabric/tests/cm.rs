@@ -2,6 +2,7 @@
 //! data of 0, 1 and the maximum length, accept data seen in the active side's
 //! CONNECTED, reject seen as an error entry, shutdown seen on both sides, and
 //! event fids resolved to the endpoints they name.
+#[macro_use]
 mod common;
 
 use common::*;
@@ -18,6 +19,7 @@ fn max_cm_data() -> usize {
 
 #[test]
 fn connreq_carries_0_1_and_max_bytes_and_accept_data_reaches_the_client() {
+    skip_unless_msg!();
     let max = max_cm_data();
     for len in [0usize, 1, max] {
         let req: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
@@ -32,6 +34,7 @@ fn connreq_carries_0_1_and_max_bytes_and_accept_data_reaches_the_client() {
 
 #[test]
 fn connection_data_over_the_maximum_is_refused_before_sending() {
+    skip_unless_msg!();
     let max = max_cm_data();
     let (fabric, domain, _) = fabric_domain();
     let (pep, _eq, _) = listener(&fabric);
@@ -43,6 +46,7 @@ fn connection_data_over_the_maximum_is_refused_before_sending() {
 
 #[test]
 fn reject_is_an_error_entry_with_the_reject_data() {
+    skip_unless_msg!();
     let (fabric, domain, _) = fabric_domain();
     let (pep, server_eq, _) = listener(&fabric);
     let client_eq = fd_eq(&fabric);
@@ -67,6 +71,7 @@ fn reject_is_an_error_entry_with_the_reject_data() {
 
 #[test]
 fn shutdown_is_seen_on_both_sides() {
+    skip_unless_msg!();
     let pair = connect_pair::<Msg>(CqAttr::new());
     pair.client.shutdown().unwrap();
     // The peer always hears of it. The server side progresses as its
@@ -104,6 +109,7 @@ fn shutdown_is_seen_on_both_sides() {
 
 #[test]
 fn event_fids_resolve_to_their_endpoints() {
+    skip_unless_msg!();
     let (fabric, domain, _) = fabric_domain();
     let (pep, server_eq, _) = listener(&fabric);
     let client_eq = fd_eq(&fabric);

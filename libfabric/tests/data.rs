@@ -1,6 +1,7 @@
 //! Data transfers that produce real completions: every CQ format, remote CQ
 //! data, tagged messages (tcp;ofi_rxm), readfrom with FI_SOURCE, and error
 //! completions read through readerr.
+#[macro_use]
 mod common;
 
 use common::*;
@@ -43,12 +44,14 @@ fn round_trip<F: Format>() -> (F::Entry, F::Entry, Vec<u8>) {
     let mut tx = pair.client_pool.take().unwrap();
     tx[..11].copy_from_slice(b"hello world");
     pair.client.send(tx, 11).unwrap();
-    let server_cq = pair.server_cq.clone();
+    let server_eq = pair.server_eq.clone();
     let client_cq = pair.client_cq.clone();
+    // Progress the server meanwhile without taking its completion (the
+    // receive may complete first: sockets).
     let mut send_done = one(
         &client_cq,
         &[&|| {
-            let _ = server_cq.read(&mut [F::Entry::default()]);
+            let _ = server_eq.peek(&mut libfabric::eq::EventBuf::new());
         }],
     );
     let mut recv_done = one(&pair.server_cq, &[]);
@@ -74,6 +77,7 @@ fn round_trip<F: Format>() -> (F::Entry, F::Entry, Vec<u8>) {
 
 #[test]
 fn msg_format_send_and_recv() {
+    skip_unless_msg!();
     let (send, recv, data) = round_trip::<Msg>();
     assert_eq!(data, b"hello world");
     assert!(
@@ -91,6 +95,7 @@ fn msg_format_send_and_recv() {
 
 #[test]
 fn context_format_send_and_recv() {
+    skip_unless_msg!();
     let (send, recv, data) = round_trip::<Context>();
     assert_eq!(data, b"hello world");
     assert_eq!(send.context(), 0, "reclaimed: the context was taken");
@@ -99,6 +104,7 @@ fn context_format_send_and_recv() {
 
 #[test]
 fn data_format_send_and_recv() {
+    skip_unless_msg!();
     let (send, recv, data) = round_trip::<Data>();
     assert_eq!(data, b"hello world");
     assert!(send.flags().contains(CompletionFlags::SEND));
@@ -107,7 +113,8 @@ fn data_format_send_and_recv() {
 
 #[test]
 fn tagged_format_on_msg_endpoints() {
-    if !is_tcp() {
+    skip_unless_msg!();
+    if provider() == "verbs" {
         // verbs MSG endpoints have no tagged CQ format.
         let (_f, domain, _) = fabric_domain();
         let err = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap_err();
@@ -121,13 +128,26 @@ fn tagged_format_on_msg_endpoints() {
 
 #[test]
 fn unspec_format_reads_one_entry_at_a_time() {
+    skip_unless_msg!();
     let (_, _, data) = round_trip::<Unspec>();
     assert_eq!(data, b"hello world");
 }
 
 #[test]
 fn remote_cq_data_reaches_the_receiver() {
+    skip_unless_msg!();
     let pair = connect_pair::<Data>(CqAttr::new());
+    if is_iwarp() {
+        // iWARP has no immediate data: the domain says so, and the crate
+        // refuses remote CQ data before the call.
+        assert_eq!(pair.client_domain.info().cq_data_size(), 0);
+        let e = pair
+            .client
+            .send_data(pair.client_pool.take().unwrap(), 8, 1, Addr::UNSPEC)
+            .unwrap_err();
+        assert!(matches!(e.error, libfabric::Error::State { .. }), "{e}");
+        return;
+    }
     if pair.client_domain.info().cq_data_size() == 0 {
         panic!("provider {} carries no remote CQ data", provider());
     }
@@ -157,7 +177,9 @@ fn remote_cq_data_reaches_the_receiver() {
 fn rdm() -> (Fabric, Domain) {
     // RDM over the tcp provider needs the ofi_rxm utility provider; verbs
     // uses verbs;ofi_rxm the same way.
-    let prov = if is_tcp() {
+    let prov = if !msg_capable() {
+        provider()
+    } else if is_tcp() {
         "tcp;ofi_rxm".to_string()
     } else {
         format!("{};ofi_rxm", provider())
@@ -167,9 +189,12 @@ fn rdm() -> (Fabric, Domain) {
         .provider(&prov)
         .unwrap()
         .ep_type(EpType::Rdm)
-        .caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE)
-        .node(&node())
-        .unwrap();
+        .caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE);
+    let hints = if prov == "shm" {
+        hints
+    } else {
+        hints.node(&node()).unwrap()
+    };
     let info = info_for(&hints);
     let fabric = Fabric::open(&info).unwrap();
     let domain = Domain::open(&fabric, &info).unwrap();
@@ -208,6 +233,17 @@ fn tagged_messages_and_readfrom_on_rdm() {
     // ofi_rxm connects on first use: -FI_EAGAIN until the queues progress it.
     let deadline = Instant::now() + Duration::from_secs(10);
     while let Err(e) = a.ep.tsend(tx, 4, 0x77, b_addr_in_a) {
+        if is_iwarp() && e.error.errno() == Some(Errno::NoMem) {
+            // verbs;ofi_rxm of libfabric 1.17 cannot set up its connection
+            // over soft-iWARP: the first transfer fails with -FI_ENOMEM,
+            // typed, with the buffer handed back.
+            assert_eq!(e.buffer.len(), pool.slot_size());
+            println!(
+                "SKIP tagged_messages_and_readfrom_on_rdm: provider {}: verbs;ofi_rxm over iWARP refuses the first transfer (-FI_ENOMEM)",
+                provider()
+            );
+            return;
+        }
         assert!(e.is_again(), "{e}");
         assert!(Instant::now() < deadline, "tsend kept returning -FI_EAGAIN");
         tx = e.buffer;
@@ -237,6 +273,14 @@ fn tagged_messages_and_readfrom_on_rdm() {
 
 #[test]
 fn receive_cancelled_by_shutdown_completes_in_error() {
+    skip_unless_msg!();
+    if provider() == "sockets" {
+        println!(
+            "SKIP {}: provider sockets: posted receives are not flushed by a shutdown (they stay posted until the endpoint closes)",
+            test_name()
+        );
+        return;
+    }
     let pair = connect_pair::<Msg>(CqAttr::new());
     let pool = pair.server_pool.clone();
     pair.server.recv(pool.take().unwrap()).unwrap();
@@ -277,6 +321,7 @@ fn receive_cancelled_by_shutdown_completes_in_error() {
 
 #[test]
 fn send_on_a_closed_connection_completes_in_error() {
+    skip_unless_msg!();
     let pair = connect_pair::<Msg>(CqAttr::new());
     let pool = pair.client_pool.clone();
     pair.client.shutdown().unwrap();
@@ -300,11 +345,15 @@ fn send_on_a_closed_connection_completes_in_error() {
                 Err(e) => {
                     // Refused at once: typed, and the buffer came back.
                     let errno = e.error.errno();
+                    // siw takes no more work on a QP that left RTS: verbs
+                    // reports -FI_EAGAIN there.
                     assert!(
                         matches!(
                             errno,
                             Some(Errno::NotConn | Errno::Shutdown | Errno::ConnReset)
-                        ),
+                        ) || (is_iwarp() && errno == Some(Errno::Again))
+                            // sockets: FI_EOPBADSTATE once the connection is down.
+                            || (provider() == "sockets" && errno == Some(Errno::OpBadState)),
                         "{e}"
                     );
                     assert_eq!(e.buffer.len(), pool.slot_size());

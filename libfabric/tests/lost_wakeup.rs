@@ -11,6 +11,7 @@
 //!
 //! A stall is detected, not guessed: poll timed out while a peek shows an
 //! event queued.
+#[macro_use]
 mod common;
 
 use common::*;

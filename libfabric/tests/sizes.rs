@@ -2,6 +2,7 @@
 //! either works as documented or is a typed error, never an abort, a
 //! wrapped size or an out-of-bounds access (CI also runs these under
 //! valgrind, with a small case count: `PROPTEST_CASES`).
+#[macro_use]
 mod common;
 
 use common::*;

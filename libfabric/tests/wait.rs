@@ -1,6 +1,7 @@
 //! Waiting: fi_trywait over an EQ and a CQ together, poll and epoll on their
 //! fds, the Waiter loop moving 10 000 events with none lost or duplicated,
 //! wait sets and FI_WAIT_POLLFD.
+#[macro_use]
 mod common;
 
 use common::*;
@@ -15,13 +16,22 @@ use std::time::{Duration, Instant};
 fn trywait_over_an_eq_and_a_cq_together() {
     let (fabric, domain, _) = fabric_domain();
     let eq = fd_eq(&fabric);
-    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)).unwrap();
+    let Some(cq) = pollable_cq::<Msg>(&domain) else {
+        return;
+    };
     assert_eq!(trywait(&fabric, &[&eq, &cq]).unwrap(), TryWait::MayBlock);
     eq.write_notify(eq.fid(), 0, 0).unwrap();
-    assert_eq!(
-        trywait(&fabric, &[&eq, &cq]).unwrap(),
-        TryWait::EventsPending
-    );
+    let pending = trywait(&fabric, &[&eq, &cq]).unwrap();
+    if provider() == "sockets" {
+        // sockets' trywait looks at the wait objects, not the queues: it
+        // may say "may block" with an event queued, whose fd is readable.
+        let fd = borrowed(eq.wait_fd().unwrap());
+        let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+        let readable = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).unwrap() == 1;
+        assert!(readable || pending == TryWait::EventsPending);
+    } else {
+        assert_eq!(pending, TryWait::EventsPending);
+    }
     let mut buf = EventBuf::new();
     assert!(matches!(eq.read(&mut buf).unwrap(), Read::Event(_)));
     assert_eq!(trywait(&fabric, &[&eq, &cq]).unwrap(), TryWait::MayBlock);
@@ -42,7 +52,9 @@ fn trywait_refuses_queues_of_another_fabric() {
 fn epoll_on_the_wait_fds_of_an_eq_and_a_cq() {
     let (fabric, domain, _) = fabric_domain();
     let eq = fd_eq(&fabric);
-    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)).unwrap();
+    let Some(cq) = pollable_cq::<Msg>(&domain) else {
+        return;
+    };
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).unwrap();
     epoll
         .add(
@@ -146,7 +158,9 @@ fn ten_thousand_events_through_the_waiter_none_lost_none_twice() {
 fn waiter_times_out_when_idle() {
     let (fabric, domain, _) = fabric_domain();
     let eq = fd_eq(&fabric);
-    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)).unwrap();
+    let Some(cq) = pollable_cq::<Msg>(&domain) else {
+        return;
+    };
     let mut waiter = Waiter::new(&fabric, &[&eq, &cq]).unwrap();
     let start = Instant::now();
     assert_eq!(
@@ -193,6 +207,13 @@ fn wait_set_signaled_by_its_queues() {
 
 #[test]
 fn pollfd_sets_follow_the_change_index_protocol() {
+    if provider() == "udp;ofi_rxd" {
+        println!(
+            "SKIP {}: provider udp;ofi_rxd: no wait fds for its completion queues (FI_GETWAIT: -FI_ENOSYS)",
+            test_name()
+        );
+        return;
+    }
     let (fabric, domain, _) = fabric_domain();
     let cq = match CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::PollFd)) {
         Ok(cq) => cq,
@@ -226,6 +247,7 @@ fn pollfd_sets_follow_the_change_index_protocol() {
 
 #[test]
 fn poll_set_names_the_queue_with_completions() {
+    skip_unless_msg!();
     use libfabric::eq::Fid;
     use libfabric::poll::PollSet;
     let pair = connect_pair::<Msg>(CqAttr::new());

@@ -22,6 +22,13 @@ pub fn node() -> String {
     std::env::var("LIBFABRIC_TEST_NODE").unwrap_or_else(|_| "127.0.0.1".into())
 }
 
+/// Whether the suite runs over an iWARP device (`LIBFABRIC_TEST_IWARP=1`,
+/// set for soft-iWARP in the guest): iWARP carries no immediate data, so
+/// its domains have `cq_data_size` 0.
+pub fn is_iwarp() -> bool {
+    std::env::var("LIBFABRIC_TEST_IWARP").as_deref() == Ok("1")
+}
+
 pub fn is_tcp() -> bool {
     provider().starts_with("tcp")
 }
@@ -34,7 +41,7 @@ pub fn msg_hints() -> Hints {
         .unwrap()
         .ep_type(EpType::Msg)
         .caps(Caps::MSG)
-        .cq_data_size(4)
+        .cq_data_size(if is_iwarp() { 0 } else { 4 })
 }
 
 pub fn info_for(hints: &Hints) -> Info {
@@ -50,8 +57,106 @@ pub fn info_for(hints: &Hints) -> Info {
         .expect("getinfo returned an empty list")
 }
 
+/// Whether the provider gives connected (FI_EP_MSG) endpoints; the RDM
+/// utility providers and shm give only FI_EP_RDM.
+pub fn msg_capable() -> bool {
+    let p = provider();
+    !(p.contains("ofi_rxm") || p.contains("ofi_rxd") || p == "shm")
+}
+
+/// The endpoint type the suite uses on this provider.
+pub fn ep_type() -> EpType {
+    if msg_capable() {
+        EpType::Msg
+    } else {
+        EpType::Rdm
+    }
+}
+
+/// The hints of the suite's provider and endpoint type, with the node
+/// (shm names no network node).
+pub fn provider_hints() -> Hints {
+    let hints = if msg_capable() {
+        msg_hints()
+    } else {
+        Hints::new()
+            .unwrap()
+            .provider(&provider())
+            .unwrap()
+            .ep_type(EpType::Rdm)
+            .caps(Caps::MSG | Caps::TAGGED)
+    };
+    if provider() == "shm" {
+        hints
+    } else {
+        hints.node(&node()).unwrap()
+    }
+}
+
+/// The name of the running test (libtest names its thread after it).
+pub fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("unknown test")
+        .to_string()
+}
+
+/// Returns early from a test that needs connected (FI_EP_MSG) endpoints
+/// on a provider that has none, printing a typed skip line.
+#[macro_export]
+macro_rules! skip_unless_msg {
+    () => {
+        if !$crate::common::msg_capable() {
+            println!(
+                "SKIP {}: provider {}: no FI_EP_MSG endpoints (connection management)",
+                $crate::common::test_name(),
+                $crate::common::provider()
+            );
+            return;
+        }
+    };
+}
+
+/// A completion queue with an `FI_WAIT_FD` wait object, or `None` with a
+/// typed skip printed when the provider has none (shm refuses it:
+/// [`Error::UnsupportedWait`](libfabric::Error::UnsupportedWait)).
+pub fn fd_cq<F: Format>(domain: &Domain) -> Option<CompletionQueue<F>> {
+    match CompletionQueue::<F>::open(domain, &CqAttr::new().wait(WaitObj::Fd)) {
+        Ok(cq) => Some(cq),
+        Err(libfabric::Error::UnsupportedWait { .. }) if provider() == "shm" => {
+            println!(
+                "SKIP {}: provider {}: no FI_WAIT_FD completion queues",
+                test_name(),
+                provider()
+            );
+            None
+        }
+        Err(e) => panic!("a FI_WAIT_FD completion queue on {}: {e}", provider()),
+    }
+}
+
+/// [`fd_cq`], whose wait fd can be polled: `None` with a typed skip on
+/// providers that open FI_WAIT_FD queues but give no fd for them (rxd:
+/// `FI_GETWAIT` answers -FI_ENOSYS).
+pub fn pollable_cq<F: Format>(domain: &Domain) -> Option<CompletionQueue<F>> {
+    use libfabric::wait::Waitable;
+    let cq = fd_cq::<F>(domain)?;
+    match cq.wait_fd() {
+        Ok(_) => Some(cq),
+        Err(e) if provider() == "udp;ofi_rxd" && e.errno() == Some(libfabric::Errno::NoSys) => {
+            println!(
+                "SKIP {}: provider {}: no wait fd for its completion queues (FI_GETWAIT: -FI_ENOSYS)",
+                test_name(),
+                provider()
+            );
+            None
+        }
+        Err(e) => panic!("the wait fd of a completion queue on {}: {e}", provider()),
+    }
+}
+
 pub fn node_info() -> Info {
-    info_for(&msg_hints().node(&node()).unwrap())
+    info_for(&provider_hints())
 }
 
 pub fn fabric() -> (Fabric, Info) {
