@@ -201,7 +201,10 @@ fn read_one(ctx: &Context, wake: Instant, s: &mut Samples) -> Result<Option<Even
 
 /// Waits up to `limit` for the fd to be readable; returns the wake-up time.
 fn wait(ctx: &Context, limit: Duration) -> Result<Option<Instant>, String> {
-    let mut fds = [PollFd::new(ctx.async_fd(), PollFlags::POLLIN)];
+    // SAFETY: the context's event fd, open while `ctx` is; it is only
+    // polled, never read (reading it would take an event from libibverbs).
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(ctx.async_fd().as_raw_fd()) };
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
     let timeout = PollTimeout::try_from(limit).unwrap_or(PollTimeout::MAX);
     match poll(&mut fds, timeout) {
         Ok(0) => Ok(None),

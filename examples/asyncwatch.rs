@@ -108,7 +108,17 @@ fn run(options: Options) -> Result<u64, String> {
         };
         let mut fds: Vec<PollFd<'_>> = contexts
             .iter()
-            .map(|c| PollFd::new(c.async_fd(), PollFlags::POLLIN))
+            .map(|c| {
+                // SAFETY: the context's event fd, open while `contexts` is;
+                // it is only polled, never read (a read would take an event
+                // from libibverbs).
+                let fd = unsafe {
+                    std::os::fd::BorrowedFd::borrow_raw(std::os::fd::AsRawFd::as_raw_fd(
+                        &c.async_fd(),
+                    ))
+                };
+                PollFd::new(fd, PollFlags::POLLIN)
+            })
             .collect();
         fds.push(PollFd::new(
             std::os::fd::AsFd::as_fd(&signals),

@@ -20,7 +20,7 @@ use nix::errno::Errno;
 use crate::context::{Context, ContextInner};
 use crate::cq::Cq;
 use crate::error::{check_ptr, check_rc, last_errno, Error, Result};
-use crate::fd::{set_nonblocking, wait_readable, Deadline};
+use crate::fd::{set_nonblocking, wait_readable, Deadline, EventFd};
 use crate::registry::{destroy_arc, Destroy, Lookup, ObjectId};
 
 pub(crate) struct ChannelInner {
@@ -186,10 +186,10 @@ impl CompChannel {
         self.inner.id
     }
 
-    /// The channel's file descriptor (non-blocking), to wait on with
-    /// `poll`/`epoll` or an async reactor.
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.inner.fd()
+    /// The channel's file descriptor, to poll for readability, as an
+    /// [`EventFd`] (see there why not a `BorrowedFd`).
+    pub fn fd(&self) -> EventFd<'_> {
+        EventFd::new(self.inner.fd())
     }
 
     /// Waits for the next completion event and returns its CQ

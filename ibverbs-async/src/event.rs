@@ -24,7 +24,6 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use libfabric_sys::verbs as sys;
@@ -33,7 +32,7 @@ use nix::errno::Errno;
 use crate::context::Context;
 use crate::cq::Cq;
 use crate::error::{last_errno, Error, Result};
-use crate::fd::{wait_readable, Deadline};
+use crate::fd::{wait_readable, Deadline, EventFd};
 use crate::qp::Qp;
 use crate::registry::{Lookup, ObjectId};
 use crate::srq::Srq;
@@ -606,10 +605,12 @@ fn resolve(ctx: &Context, raw: sys::ibv_async_event) -> AsyncEvent<'_> {
 }
 
 impl Context {
-    /// The asynchronous event file descriptor (non-blocking), to wait on with
-    /// `poll`/`epoll` or an async reactor.
-    pub fn async_fd(&self) -> BorrowedFd<'_> {
-        self.inner.async_fd()
+    /// The asynchronous event file descriptor, to poll for readability
+    /// (`poll`/`epoll` or an async reactor), as an [`EventFd`]: it cannot be
+    /// read or re-flagged from safe code, which would lose events or make
+    /// the non-blocking gets block.
+    pub fn async_fd(&self) -> EventFd<'_> {
+        EventFd::new(self.inner.async_fd())
     }
 
     /// Returns the next asynchronous event if one is pending, without

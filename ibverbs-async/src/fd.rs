@@ -8,7 +8,7 @@
 //! that several threads may wait on one fd, each event reaching exactly one
 //! of them.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -29,6 +29,49 @@ pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<()> {
         errno,
     })?;
     Ok(())
+}
+
+/// An event fd of the crate (a context's async fd, a completion channel's
+/// fd), handed out to be polled for readability only: by `poll(2)`,
+/// `epoll(7)`, or a reactor such as `mio`'s `SourceFd`.
+///
+/// It gives the raw number ([`AsRawFd`]), not a
+/// [`BorrowedFd`]: with a `BorrowedFd`, safe code could duplicate it and
+/// `read` an event behind libibverbs' back (the kernel then counts it
+/// reported, libibverbs never acknowledges it, and the next
+/// `ibv_destroy_qp`/`ibv_destroy_cq` of its object blocks for ever), or
+/// clear `O_NONBLOCK` on the shared file description, after which a
+/// non-blocking get blocks. Making it an fd again takes `unsafe`, where
+/// the caller promises to only wait for readability.
+#[derive(Debug, Clone, Copy)]
+pub struct EventFd<'a> {
+    fd: RawFd,
+    _owner: std::marker::PhantomData<BorrowedFd<'a>>,
+}
+
+impl<'a> EventFd<'a> {
+    pub(crate) fn new(fd: BorrowedFd<'a>) -> Self {
+        EventFd {
+            fd: fd.as_raw_fd(),
+            _owner: std::marker::PhantomData,
+        }
+    }
+
+    /// Waits until the fd is readable or `timeout` passes (`None`: no
+    /// limit); returns whether it is readable. A readable fd means an event
+    /// may be there: read it with the owner's non-blocking get.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> Result<bool> {
+        // SAFETY: the fd is open as long as 'a (the owner is borrowed); it
+        // is only polled.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
+        wait_readable(fd, timeout.map_or(Deadline::Never, Deadline::after))
+    }
+}
+
+impl AsRawFd for EventFd<'_> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
 }
 
 /// When a wait ends.

@@ -11,8 +11,8 @@
 //!   returns a plain [`AsyncEventInfo`].
 //! - **Completion events** ([`CompChannel::get_cq_event`]): the [`Cq`] that
 //!   has new completions. Acknowledgements are counted and given in batches.
-//! - Blocking, non-blocking and timed variants of both, the raw fds as
-//!   [`BorrowedFd`](std::os::fd::BorrowedFd), and with the `tokio` feature,
+//! - Blocking, non-blocking and timed variants of both, the fds as
+//!   [`EventFd`]s to poll for readability, and with the `tokio` feature,
 //!   async methods and streams (`tokio::AsyncEvents`, `tokio::CqEvents`).
 //!
 //! # Acknowledge before destroy
@@ -64,6 +64,7 @@
 //! | Destroying a CQ, QP or SRQ while an asynchronous event naming it is unacknowledged (`ibv_get_async_event(3)`: the destroy waits for the acknowledgement; on the reading thread, a deadlock) | The [`AsyncEvent`] holds the object: dropping the handles returns at once and the destroy runs when the event is dropped; an explicit `destroy()` returns [`Error::InUse`] and hands the handle back | `rxe_events::a_held_event_defers_the_destroy_of_its_cq_without_deadlock`; `rxe_faults::destroying_objects_while_their_events_are_read_and_held_on_another_thread` (36 rounds of CQ, QP and SRQ events held on another thread, also run under valgrind) |
 //! | An event read by one thread while another thread destroys its object (C: the reader gets a pointer to an object being destroyed) | The reader acknowledges at once, so the destroy can finish, and gets [`Element::Destroyed`] with the object's [`ObjectId`] | `rxe_events::an_event_read_while_its_cq_is_destroyed_is_acknowledged_at_once`; `rxe_faults::destroying_objects_while_their_events_are_read_and_held_on_another_thread` (a resolve delay opens the race every third round) |
 //! | Acknowledging an asynchronous event twice | Compile error: [`AsyncEvent::ack`] consumes the event (E0382) | `tests/ui/ack_twice.rs` |
+//! | Reading an event from the context's or a completion channel's fd behind libibverbs (the kernel counts it reported, libibverbs never acknowledges it, the next destroy of its object blocks for ever), or clearing `O_NONBLOCK` on it (a non-blocking get then blocks) | The fds are handed out as an [`EventFd`]: its raw number, to poll ([`EventFd::wait_readable`], `poll`, `epoll`); a `BorrowedFd` or `OwnedFd` of it takes `unsafe` | compile error: `tests/ui/event_fd_read_through_std.rs`; `rxe_events::non_blocking_get_timeout_and_fd` |
 //! | Using an event or its element after acknowledging it | Compile error: use of a moved value (E0382); a borrowed element cannot outlive the event (E0597) | `tests/ui/use_after_ack.rs`, `tests/ui/event_element_outlives_event_borrow.rs` |
 //! | Acknowledging after the object was destroyed (`ibv_ack_async_event` reads the freed object) | Cannot happen: the object is not destroyed while the event holds it, and `Drop` acknowledges before releasing it | The rows above; the valgrind part of `tests/rxe/guest-all.sh` finds no invalid read in the destroy test |
 //! | Never acknowledging an event (every later destroy of its object waits forever) | Dropping acknowledges, also during a panic; ignoring a returned event is a `must_use` warning. `std::mem::forget` on an event leaks its object (and the context) instead: no destroy is attempted, so nothing waits | `rxe_events::a_panic_while_holding_an_event_acknowledges_it`; `tests/ui/event_must_be_used.rs`; `rxe_faults::a_forgotten_event_leaks_its_object_instead_of_deadlocking` |
@@ -135,6 +136,7 @@ pub use cq::{Cq, WcOpcode, WcStatus, WorkCompletion, CQ_EVENT_ACK_BATCH};
 pub use device::{devices, Device, DeviceList};
 pub use error::{Error, Result};
 pub use event::{AsyncEvent, AsyncEventInfo, Element, ElementId, ElementKind, EventType};
+pub use fd::EventFd;
 pub use mr::{AccessFlags, Mr, RemoteAddr};
 pub use pd::Pd;
 pub use qp::{ConnectOptions, Endpoint, Qp, QpCap, QpInit, QpState, SendRequest};

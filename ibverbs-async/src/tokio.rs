@@ -89,7 +89,7 @@ impl AsyncEvents {
     /// [`AsyncFd::new`]).
     pub fn new(ctx: &Context) -> Result<AsyncEvents> {
         Ok(AsyncEvents {
-            fd: register(ctx.async_fd())?,
+            fd: register(ctx.inner.async_fd())?,
             ctx: ctx.clone(),
         })
     }
@@ -187,7 +187,7 @@ impl CqEvents {
     /// Outside a tokio runtime with the IO driver enabled.
     pub fn new(channel: &CompChannel) -> Result<CqEvents> {
         Ok(CqEvents {
-            fd: register(channel.fd())?,
+            fd: register(channel.inner.fd())?,
             channel: channel.clone(),
         })
     }

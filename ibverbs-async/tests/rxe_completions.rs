@@ -258,14 +258,7 @@ fn completion_channel_event_for_a_cq_whose_handles_are_gone() {
     qp.post_recv(&mr, 0..64, 1).unwrap();
     b.qp.post_send(&SendRequest::send(&b.mr, 0..8)).unwrap();
     // Wait for the event to be queued, without reading it.
-    let mut fds = [nix::poll::PollFd::new(
-        channel.fd(),
-        nix::poll::PollFlags::POLLIN,
-    )];
-    assert_eq!(
-        nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(WAIT).unwrap()).unwrap(),
-        1
-    );
+    assert!(channel.fd().wait_readable(Some(WAIT)).unwrap());
     // Destroying the CQ with its event still queued does not hang, and the
     // event goes with it.
     {

@@ -410,7 +410,11 @@ fn two_waiting_threads_each_event_reaches_one() {
 fn non_blocking_get_timeout_and_fd() {
     let ctx = open("rxe0");
     drain_events(&ctx);
-    let flags = nix::fcntl::fcntl(ctx.async_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+    // SAFETY: the context's fd, open while `ctx` is; only its flags are read.
+    let raw = unsafe {
+        std::os::fd::BorrowedFd::borrow_raw(std::os::fd::AsRawFd::as_raw_fd(&ctx.async_fd()))
+    };
+    let flags = nix::fcntl::fcntl(raw, nix::fcntl::FcntlArg::F_GETFL).unwrap();
     assert!(nix::fcntl::OFlag::from_bits_retain(flags).contains(nix::fcntl::OFlag::O_NONBLOCK));
 
     let t = Instant::now();
@@ -431,10 +435,15 @@ fn non_blocking_get_timeout_and_fd() {
     connect(&a.qp, &ctx, &b.qp, &ctx);
     a.qp.modify_to_sqd(true).unwrap();
     // The fd becomes readable...
-    let fd = ctx.async_fd();
-    let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
-    let n = nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(WAIT).unwrap()).unwrap();
-    assert_eq!(n, 1);
+    // (plain poll(2) through the readiness handle)...
+    assert!(ctx.async_fd().wait_readable(Some(WAIT)).unwrap());
+    let mut pfd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(&ctx.async_fd()),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd whose fd is open while `ctx` is.
+    assert_eq!(unsafe { libc::poll(&mut pfd, 1, 0) }, 1);
     // ...and the non-blocking get returns the event.
     let ev = ctx.try_get_async_event().unwrap().expect("a pending event");
     assert_eq!(ev.event_type(), EventType::SqDrained);

@@ -111,6 +111,7 @@
 //! | Handing `fi_*_strerror` forged `err_data` | The call gets the data the provider gave, whatever the public field says | `adversarial.rs` `error_entries_cannot_be_forged_for_strerror` |
 //! | Waiting on an `FI_WAIT_POLLFD` set, one of whose fds tcp keeps readable (a wait loop spins) | The crate's waits ([`wait::Waiter`], the tokio queues) take `FI_WAIT_FD` queues only: [`Error::WrongWaitMode`] | `adversarial.rs` `no_wait_loop_of_the_crate_takes_a_pollfd_queue` |
 //! | `FI_WAIT_YIELD`, whose util wait ignores the timeout (an `sread` with one never returns) | [`Error::UnsupportedWait`] at open | `adversarial.rs` `yield_waits_are_refused` |
+//! | Closing a connectionless endpoint that has no AV (rxm dereferences it), or asking a connectionless endpoint for `FI_OPT_CM_DATA_SIZE` (shm 1.22 crashes) | An AV is bound just before such a close; connectionless endpoints are never asked CM options and refuse `connect`/`accept` with [`Error::State`] | `adversarial.rs` `a_connectionless_endpoint_closed_without_an_address_vector` |
 //! | A stale wait-object signal ending a later `sread` early | `sread` re-arms (`fi_trywait`) and waits the rest of the timeout | `adversarial.rs` `a_signal_reported_once_does_not_cut_the_next_wait_short` |
 //!
 //! Every C call the crate makes, with the preconditions its man page leaves
