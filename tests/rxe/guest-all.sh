@@ -45,25 +45,29 @@ while IFS=$'\t' read -r group path; do
     esac
 done <"$manifest"
 
-# The asyncwatch program: link down/up on veth0 must show PORT_ERR and
-# PORT_ACTIVE on rxe0, and SIGINT must end it cleanly with status 0.
+# The asyncwatch program (ibverbs-async's asynchronous events): link
+# down/up on the device's netdev must show PORT_ERR and PORT_ACTIVE, and
+# SIGINT must end it cleanly with status 0.
+#   check_asyncwatch [DEVICE NETDEV]   (default rxe0 veth0)
 check_asyncwatch() {
-    local log pid st p=0 f=0
+    local dev=${1:-rxe0} net=${2:-veth0} log pid st p=0 f=0
     log=$(mktemp)
     check() {
         if "$@"; then p=$((p + 1)); echo "ok ${desc}"; else f=$((f + 1)); echo "FAILED ${desc}"; fi
     }
     desc="asyncwatch built"
     check test -x "$asyncwatch"
-    "$asyncwatch" -d rxe0 -t 60 >"$log" 2>&1 &
+    "$asyncwatch" -d "$dev" -t 60 >"$log" 2>&1 &
     pid=$!
     sleep 1
-    ip link set veth0 down
+    ip link set "$net" down
     sleep 1
-    ip link set veth0 up
+    ip link set "$net" up
     # Taking the link down removed the policy routes through it.
     ip route replace 198.18.0.2 dev veth0 src 198.18.0.1 table 100 2>/dev/null
     ip route replace 198.18.0.1 dev veth1 src 198.18.0.2 table 101 2>/dev/null
+    ip route replace 198.18.1.2 dev veth2 src 198.18.1.1 table 102 2>/dev/null
+    ip route replace 198.18.1.1 dev veth3 src 198.18.1.2 table 103 2>/dev/null
     sleep 2
     kill -INT "$pid"
     wait "$pid"
@@ -102,8 +106,35 @@ siw_failed() {
     echo "$1"
     echo "0 passed, 1 failed"
 }
+# RC queue pairs are connected by hand (modify_qp with the peer's
+# address) on RoCE; iWARP connects only through rdma_cm, so rc_pingpong's
+# hand-made connection must fail there, cleanly and with an error.
+check_rc_pingpong_refused_on_iwarp() {
+    local work port=18700 st cst server
+    work=$(mktemp -d)
+    timeout -k 5 30 "$rc_pingpong" -d siw0 -p "$port" -n 5 >"$work/server" 2>&1 &
+    server=$!
+    sleep 1
+    timeout -k 5 30 "$rc_pingpong" -d siw1 -p "$port" -n 5 "${SIW_ADDRS%%,*}" >"$work/client" 2>&1
+    cst=$?
+    wait "$server"
+    st=$?
+    if ((cst != 0 && cst != 124)) && ! grep -q 'iters in' "$work/client"; then
+        echo "ok rc_pingpong over iWARP is refused (client status $cst): $(tail -n 1 "$work/client")"
+        echo "1 passed, 0 failed"
+    else
+        echo "FAILED rc_pingpong over iWARP: client status $cst, server $st"
+        sed 's/^/    client: /' "$work/client"
+        sed 's/^/    server: /' "$work/server"
+        echo "0 passed, 1 failed"
+    fi
+    rm -rf "$work"
+}
+
 if siw_msg=$(siw_setup 2>&1); then
     part "siw smoke" siw_smoke
+    part "asyncwatch on siw" check_asyncwatch siw0 veth2
+    part "rc_pingpong refused on iWARP" check_rc_pingpong_refused_on_iwarp
     part "libfabric on verbs over siw" env LIBFABRIC_TEST_PROVIDER=verbs \
         LIBFABRIC_TEST_NODE="${SIW_ADDRS%%,*}" LIBFABRIC_TEST_IWARP=1 FI_UNIVERSE_SIZE=64 \
         "$here/run-binaries.sh" "${libfabric[@]}"
