@@ -3,6 +3,7 @@
 //! `tests/common/mod.rs`).
 #![cfg(feature = "rxe-tests")]
 
+#[macro_use]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -55,6 +56,7 @@ fn send_recv_and_rdma(a: &mut End, b: &mut End) {
 
 #[test]
 fn rc_send_recv_rxe0_to_rxe1() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let (c0, c1) = (open("rxe0"), open("rxe1"));
     let (mut a, mut b) = (end(&c0), end(&c1));
     connect(&a.qp, &c0, &b.qp, &c1);
@@ -65,6 +67,7 @@ fn rc_send_recv_rxe0_to_rxe1() {
 
 #[test]
 fn rc_send_recv_rxe0_to_itself() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     let (mut a, mut b) = (end(&ctx), end(&ctx));
     connect(&a.qp, &ctx, &b.qp, &ctx);
@@ -73,6 +76,7 @@ fn rc_send_recv_rxe0_to_itself() {
 
 #[test]
 fn device_port_and_gid_queries() {
+    skip_on_iwarp!("no RoCE v2 GIDs: the IPv4-mapped GID these queries check exists on RoCE only");
     let ctx = open("rxe0");
     assert_eq!(ctx.name(), "rxe0");
     assert_eq!(ctx.port_count(), 1);
@@ -108,6 +112,7 @@ fn device_port_and_gid_queries() {
 
 #[test]
 fn input_errors_are_typed() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     let End {
         pd, cq, qp, mut mr, ..
@@ -147,6 +152,7 @@ fn input_errors_are_typed() {
 
 #[test]
 fn objects_in_use_cannot_be_destroyed_explicitly() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     let (a, b) = (end(&ctx), end(&ctx));
     connect(&a.qp, &ctx, &b.qp, &ctx);
@@ -182,6 +188,7 @@ fn objects_in_use_cannot_be_destroyed_explicitly() {
 
 #[test]
 fn completion_channel_events_with_batched_acks() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     let channel = ctx.create_comp_channel().unwrap();
     let cq = ctx.create_cq_with_channel(64, &channel, 0).unwrap();
@@ -246,6 +253,7 @@ fn completion_channel_events_with_batched_acks() {
 
 #[test]
 fn completion_channel_event_for_a_cq_whose_handles_are_gone() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     let channel = ctx.create_comp_channel().unwrap();
     let cq = ctx.create_cq_with_channel(16, &channel, 0).unwrap();
@@ -271,6 +279,7 @@ fn completion_channel_event_for_a_cq_whose_handles_are_gone() {
 
 #[test]
 fn two_threads_on_one_completion_channel() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     let channel = ctx.create_comp_channel().unwrap();
     let pd = ctx.alloc_pd().unwrap();
@@ -318,6 +327,7 @@ fn two_threads_on_one_completion_channel() {
 
 #[test]
 fn tokio_completion_events() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     use futures_core::Stream;
 
     let ctx = open("rxe0");
@@ -384,6 +394,7 @@ fn tokio_completion_events() {
 
 #[test]
 fn regions_stay_registered_while_a_queue_holds_them() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx: Context = open("rxe0");
     let (a, b) = (end(&ctx), end(&ctx));
     connect(&a.qp, &ctx, &b.qp, &ctx);

@@ -2,6 +2,7 @@
 //! through `tests/rxe/vm.sh`, see `tests/common/mod.rs`).
 #![cfg(feature = "rxe-tests")]
 
+#[macro_use]
 mod common;
 
 use std::net::Ipv4Addr;
@@ -81,6 +82,7 @@ impl Drop for LinkRestore {
 
 #[test]
 fn port_err_and_port_active_on_link_down_and_up() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx0 = open("rxe0");
     let ctx1 = open("rxe1");
     wait_port_ready(&ctx0);
@@ -135,6 +137,7 @@ impl Drop for AddrGuard {
 
 #[test]
 fn gid_change_on_ip_addr_add_and_del() {
+    skip_on_iwarp!("no RoCE GID table: addresses do not become GIDs");
     let ctx = open("rxe0");
     wait_port_ready(&ctx);
     drain_events(&ctx);
@@ -174,6 +177,7 @@ fn gid_change_on_ip_addr_add_and_del() {
 
 #[test]
 fn srq_limit_reached_when_an_armed_srq_falls_below_its_limit() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     let pd = ctx.alloc_pd().unwrap();
@@ -211,6 +215,7 @@ fn srq_limit_reached_when_an_armed_srq_falls_below_its_limit() {
 
 #[test]
 fn cq_err_on_cq_overrun() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     let o = overrun(&ctx);
@@ -223,6 +228,7 @@ fn cq_err_on_cq_overrun() {
 
 #[test]
 fn sq_drained_when_a_qp_moves_to_sqd() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     let (a, b) = (end(&ctx), end(&ctx));
@@ -245,6 +251,7 @@ fn sq_drained_when_a_qp_moves_to_sqd() {
 
 #[test]
 fn a_held_event_defers_the_destroy_of_its_cq_without_deadlock() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     let o = overrun(&ctx);
@@ -292,6 +299,7 @@ fn a_held_event_defers_the_destroy_of_its_cq_without_deadlock() {
 
 #[test]
 fn a_panic_while_holding_an_event_acknowledges_it() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     let o = overrun(&ctx);
@@ -320,6 +328,7 @@ impl Drop for DelayGuard {
 
 #[test]
 fn an_event_read_while_its_cq_is_destroyed_is_acknowledged_at_once() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     let o = overrun(&ctx);
@@ -366,6 +375,7 @@ fn an_event_read_while_its_cq_is_destroyed_is_acknowledged_at_once() {
 
 #[test]
 fn two_waiting_threads_each_event_reaches_one() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     let pairs: Vec<_> = (0..4)
@@ -408,6 +418,7 @@ fn two_waiting_threads_each_event_reaches_one() {
 
 #[test]
 fn non_blocking_get_timeout_and_fd() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     // SAFETY: the context's fd, open while `ctx` is; only its flags are read.
@@ -453,6 +464,7 @@ fn non_blocking_get_timeout_and_fd() {
 
 #[test]
 fn get_and_ack_copies_the_event_out() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
     drain_events(&ctx);
     let (a, b) = (end(&ctx), end(&ctx));
@@ -502,6 +514,7 @@ fn closing_a_context_with_live_objects_is_refused() {
 
 #[test]
 fn tokio_async_events_next_and_stream() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     use futures_core::Stream;
 
     let ctx = open("rxe0");

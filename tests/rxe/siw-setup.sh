@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Sourced by guest-all.sh inside the guest: loads soft-iWARP (siw.ko, built
 # on the host by build-siw.sh and named by SIW_KO) and creates siw0 and siw1
-# on a second veth pair, veth2 (198.18.1.1) and veth3 (198.18.1.2), with the
+# on a second veth pair, veth2 (198.18.2.1) and veth3 (198.18.2.2), with the
 # same policy routing as rxe's pair, so that rdma_cm resolves each address to
 # exactly one device (rxe0/rxe1 keep 198.18.0.x).
 #   siw_setup    -> 0 when both devices are ACTIVE; prints why not otherwise
 
-SIW_ADDRS=198.18.1.1,198.18.1.2
+SIW_ADDRS=198.18.2.1,198.18.2.2
 
 siw_setup() {
     if [[ -z ${SIW_KO:-} || ! -f $SIW_KO ]]; then
@@ -19,14 +19,14 @@ siw_setup() {
     fi
     ip -batch - <<'IPEOF' || { echo "siw: network setup failed"; return 1; }
 link add veth2 type veth peer name veth3
-addr add 198.18.1.1/24 dev veth2
-addr add 198.18.1.2/24 dev veth3
+addr add 198.18.2.1/24 dev veth2
+addr add 198.18.2.2/24 dev veth3
 link set veth2 up
 link set veth3 up
-rule add pref 11 iif lo to 198.18.1.2 table 102
-route add 198.18.1.2 dev veth2 src 198.18.1.1 table 102
-rule add pref 11 iif lo to 198.18.1.1 table 103
-route add 198.18.1.1 dev veth3 src 198.18.1.2 table 103
+rule add pref 11 iif lo to 198.18.2.2 table 102
+route add 198.18.2.2 dev veth2 src 198.18.2.1 table 102
+rule add pref 11 iif lo to 198.18.2.1 table 103
+route add 198.18.2.1 dev veth3 src 198.18.2.2 table 103
 IPEOF
     local c
     for c in veth2 veth3; do

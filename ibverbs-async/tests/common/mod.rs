@@ -24,12 +24,59 @@ const HOW_TO_RUN: &str = "these tests need the soft-RoCE devices rxe0 and rxe1 o
      `cargo test -p ibverbs-async --features rxe-tests --no-run`, then \
      `tests/rxe/vm.sh run \"$PWD/tests/rxe/run-binaries.sh\" <test binaries>`";
 
+/// The device the tests call `name` ("rxe0" or "rxe1"): the same names, or
+/// the devices of `IBV_TEST_DEVICES` (for example `siw0,siw1`, the
+/// soft-iWARP devices of the VM), in that order.
+pub fn device(name: &str) -> String {
+    let mapped = std::env::var("IBV_TEST_DEVICES").ok().and_then(|list| {
+        let mut it = list.split(',');
+        match name {
+            "rxe0" => it.next().map(str::to_string),
+            "rxe1" => it.nth(1).map(str::to_string),
+            _ => None,
+        }
+    });
+    mapped.unwrap_or_else(|| name.to_string())
+}
+
+/// Whether the devices are iWARP (`IBV_TEST_IWARP=1`): queue pairs connect
+/// only through rdma_cm there, with no GID table of RoCE addresses.
+pub fn is_iwarp() -> bool {
+    std::env::var("IBV_TEST_IWARP").as_deref() == Ok("1")
+}
+
+/// The name of the running test (libtest names its thread after it).
+pub fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("unknown test")
+        .to_string()
+}
+
+/// Returns early, printing a typed skip, from a test that needs what
+/// iWARP devices do not have.
+#[macro_export]
+macro_rules! skip_on_iwarp {
+    ($why:expr) => {
+        if $crate::common::is_iwarp() {
+            println!(
+                "SKIP {}: iWARP device {}: {}",
+                $crate::common::test_name(),
+                $crate::common::device("rxe0"),
+                $why
+            );
+            return;
+        }
+    };
+}
+
 /// Opens a device of the VM, failing with instructions anywhere else.
 pub fn open(name: &str) -> Context {
     if std::env::var_os("RXE_GUEST").is_none() {
         panic!("RXE_GUEST is not set: {HOW_TO_RUN}");
     }
-    Context::open(name).unwrap_or_else(|e| panic!("opening {name}: {e}; {HOW_TO_RUN}"))
+    let name = device(name);
+    Context::open(&name).unwrap_or_else(|e| panic!("opening {name}: {e}; {HOW_TO_RUN}"))
 }
 
 /// Connection options for port 1 with the IPv4-mapped RoCE v2 GID, read
@@ -42,8 +89,27 @@ pub fn opts(ctx: &Context) -> ConnectOptions {
     ConnectOptions::new(1, gid.index)
 }
 
+/// `args` with the netdevs of `IBV_TEST_NETDEVS` (for example
+/// `veth2,veth3`) in place of veth0 and veth1.
+fn netdevs(args: &str) -> String {
+    let Ok(list) = std::env::var("IBV_TEST_NETDEVS") else {
+        return args.to_string();
+    };
+    let mut it = list.split(',');
+    let (a, b) = (it.next().unwrap_or("veth0"), it.next().unwrap_or("veth1"));
+    args.split_whitespace()
+        .map(|w| match w {
+            "veth0" => a,
+            "veth1" => b,
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Runs `ip ARGS`, which must succeed.
 pub fn ip(args: &str) {
+    let args = &netdevs(args);
     let status = Command::new("ip")
         .args(args.split_whitespace())
         .status()
@@ -53,6 +119,7 @@ pub fn ip(args: &str) {
 
 /// Runs `ip ARGS`, ignoring failure (cleanup).
 pub fn ip_quiet(args: &str) {
+    let args = &netdevs(args);
     let _ = Command::new("ip")
         .args(args.split_whitespace())
         .stderr(std::process::Stdio::null())
@@ -201,8 +268,22 @@ pub fn connect(a: &Qp, a_ctx: &Context, b: &Qp, b_ctx: &Context) {
 pub fn restore_links() {
     ip_quiet("link set veth0 up");
     ip_quiet("link set veth1 up");
-    ip_quiet("route replace 198.18.0.2 dev veth0 src 198.18.0.1 table 100");
-    ip_quiet("route replace 198.18.0.1 dev veth1 src 198.18.0.2 table 101");
+    // Taking a link down removed the policy routes through it: put back
+    // the pair's own (IBV_TEST_ROUTES, ';'-separated, for other devices).
+    match std::env::var("IBV_TEST_ROUTES") {
+        Ok(routes) => {
+            for r in routes.split(';').filter(|r| !r.trim().is_empty()) {
+                let _ = Command::new("ip")
+                    .args(r.split_whitespace())
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
+        }
+        Err(_) => {
+            ip_quiet("route replace 198.18.0.2 dev veth0 src 198.18.0.1 table 100");
+            ip_quiet("route replace 198.18.0.1 dev veth1 src 198.18.0.2 table 101");
+        }
+    }
 }
 
 /// One `ip -force -batch -` process fed commands through a pipe: a command
@@ -226,6 +307,7 @@ impl IpBatch {
     /// Hands `cmd` (e.g. `"link set veth0 down"`) to ip, which runs it as
     /// soon as it reads the line.
     pub fn run(&mut self, cmd: &str) {
+        let cmd = &netdevs(cmd);
         let stdin = self.stdin.as_mut().expect("ip -batch is running");
         writeln!(stdin, "{cmd}")
             .and_then(|()| stdin.flush())
