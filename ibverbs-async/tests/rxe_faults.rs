@@ -750,10 +750,20 @@ fn hundreds_of_link_flap_events_read_by_two_threads_and_a_tokio_task() {
     );
     assert!(port_active0(&readers) >= FLAPS);
     assert!(read >= 2 * FLAPS, "{read}");
-    assert!(
-        Counts::get(&readers[2].port_err, 1) > 0,
-        "the tokio task, the only reader of rxe1, took its PORT_ERR events"
-    );
+    if common::is_iwarp() {
+        // siw reports a port change of its own netdev only: the link
+        // partner going down is no event on the other device.
+        assert_eq!(
+            Counts::get(&readers[2].port_err, 1),
+            0,
+            "siw1 reported its peer's link going down"
+        );
+    } else {
+        assert!(
+            Counts::get(&readers[2].port_err, 1) > 0,
+            "the tokio task, the only reader of rxe1, took its PORT_ERR events"
+        );
+    }
 
     wait_port_ready(&ctx0);
     wait_port_ready(&ctx1);

@@ -185,12 +185,13 @@ pub fn wait_event<'c>(
     }
 }
 
-/// Waits until port 1 is ACTIVE and has its IPv4-mapped GID again.
+/// Waits until port 1 is ACTIVE and, on RoCE, has its IPv4-mapped GID
+/// again (iWARP devices have no such GID).
 pub fn wait_port_ready(ctx: &Context) {
     let deadline = Instant::now() + WAIT;
     loop {
         let active = ctx.query_port(1).unwrap().state() == PortState::Active;
-        if active && ctx.ipv4_gid(1).unwrap().is_some() {
+        if active && (is_iwarp() || ctx.ipv4_gid(1).unwrap().is_some()) {
             return;
         }
         assert!(
