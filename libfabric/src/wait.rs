@@ -25,12 +25,22 @@ pub enum WaitObj {
     /// object in force is [`Waitable::wait_obj`].
     Unspec,
     /// `FI_WAIT_SET`: the queue signals a [`WaitSet`]. Deprecated by
-    /// libfabric 2.0 with wait sets.
+    /// libfabric 2.0 with wait sets (`#[deprecated]` when built against
+    /// 2.x headers).
+    #[cfg_attr(
+        libfabric_2,
+        deprecated(note = "libfabric 2.x deprecates wait sets: use WaitObj::Fd and Waiter")
+    )]
     Set,
     /// `FI_WAIT_FD`: a file descriptor that becomes readable.
     Fd,
     /// `FI_WAIT_MUTEX_COND`: a pthread mutex and condition variable.
-    /// Deprecated by libfabric 2.0.
+    /// Deprecated by libfabric 2.0 (`#[deprecated]` when built against 2.x
+    /// headers).
+    #[cfg_attr(
+        libfabric_2,
+        deprecated(note = "libfabric 2.x deprecates FI_WAIT_MUTEX_COND: use WaitObj::Fd")
+    )]
     MutexCond,
     /// `FI_WAIT_YIELD`: blocking reads spin with `sched_yield`. Refused by
     /// this crate's queues: libfabric's util implementation ignores the
