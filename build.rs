@@ -1,9 +1,9 @@
 //! Compiles the C programs the suite measures the Rust side against:
 //! `bench/baselines.c`, built with the `cc` crate against the libfabric
-//! headers pkg-config finds (the same ones `libfabric-sys` is generated
+//! headers pkg-config finds (the same ones `ofi-sys` is generated
 //! from), and linked into the benchmark and the tests as `libbaselines.a`.
 //! The C side needs no libfabric symbol of its own: every call it makes is a
-//! `static inline` of the headers; `libfabric-sys` links libfabric.
+//! `static inline` of the headers; `ofi-sys` links libfabric.
 use std::process::exit;
 
 fn main() {

@@ -1,5 +1,5 @@
 //! Derives `cfg`s from the libfabric headers the bindings were generated
-//! from (libfabric-sys publishes their version), for items whose status
+//! from (ofi-sys publishes their version), for items whose status
 //! differs between versions: `libfabric_2` for 2.x headers, which deprecate
 //! wait sets, poll sets, `FI_WAIT_MUTEX_COND` and the old memory
 //! registration modes.

@@ -566,7 +566,7 @@ impl CmData {
 }
 
 fn rejected(i: usize) -> bool {
-    i % 3 == 0
+    i.is_multiple_of(3)
 }
 
 #[test]

@@ -204,7 +204,7 @@ impl<'l> Driver<'l> {
                 Found::Nothing => {}
             }
             idle += 1;
-            if matches!(self.wait, Wait::Spin) && idle % SPINS_PER_CHECK != 0 {
+            if matches!(self.wait, Wait::Spin) && !idle.is_multiple_of(SPINS_PER_CHECK) {
                 continue;
             }
             let since = *since.get_or_insert_with(Instant::now);

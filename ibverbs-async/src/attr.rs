@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 
 /// Device attributes (`struct ibv_device_attr`), read through accessors.
 // Plain integers copied out of C: Send + Sync by construction.

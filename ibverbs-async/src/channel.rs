@@ -14,7 +14,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Duration;
 
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 use nix::errno::Errno;
 
 use crate::context::{Context, ContextInner};

@@ -6,7 +6,7 @@ use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 
 use crate::attr::{DeviceAttr, Gid, GidEntry, GidType, PortAttr};
 use crate::cq::CqInner;

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 
 use crate::channel::{ChannelInner, CompChannel};
 use crate::context::{Context, ContextInner};

@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 use nix::errno::Errno;
 
 use crate::context::Context;

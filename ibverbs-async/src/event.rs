@@ -26,7 +26,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 use nix::errno::Errno;
 
 use crate::context::Context;
@@ -529,7 +529,7 @@ pub(crate) fn try_read(ctx: &Context) -> Result<Option<AsyncEvent<'_>>> {
 
 /// Resolves the element of a freshly read event to this crate's objects.
 fn resolve(ctx: &Context, raw: sys::ibv_async_event) -> AsyncEvent<'_> {
-    #[cfg(feature = "rxe-tests")]
+    #[cfg(feature = "__rxe-tests")]
     crate::test_hooks::before_resolve();
 
     let event_type = EventType::from_raw(raw.event_type);

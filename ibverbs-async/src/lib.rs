@@ -112,6 +112,7 @@
 //! }
 //! # Ok(()) }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 mod attr;
 mod channel;
 mod context;
@@ -127,6 +128,7 @@ mod registry;
 mod srq;
 
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
 
 pub use attr::{DeviceAttr, Gid, GidEntry, GidType, LinkLayer, Mtu, PortAttr, PortState};
@@ -143,8 +145,8 @@ pub use qp::{ConnectOptions, Endpoint, Qp, QpCap, QpInit, QpState, SendRequest};
 pub use registry::ObjectId;
 pub use srq::{Srq, SrqAttr};
 
-/// Hooks for the device tests (feature `rxe-tests`): not part of the API.
-#[cfg(feature = "rxe-tests")]
+/// Hooks for the device tests (feature `__rxe-tests`): not part of the API.
+#[cfg(feature = "__rxe-tests")]
 #[doc(hidden)]
 pub mod test_hooks {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -172,3 +174,8 @@ pub mod test_hooks {
         }
     }
 }
+
+/// The README's examples, run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

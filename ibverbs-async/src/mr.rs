@@ -16,7 +16,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use bitflags::bitflags;
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 
 use crate::error::{check_ptr, check_rc, Error, Result};
 use crate::pd::{Pd, PdInner};

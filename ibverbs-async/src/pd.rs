@@ -4,7 +4,7 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 
 use crate::context::{Context, ContextInner};
 use crate::error::{check_ptr, check_rc, Error, Result};

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use libfabric_sys::verbs as sys;
+use libibverbs_sys as sys;
 
 use crate::attr::{Gid, Mtu};
 use crate::cq::{Cq, CqInner};

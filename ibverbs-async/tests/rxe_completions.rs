@@ -1,7 +1,7 @@
 //! Data path and completion-channel events on real soft-RoCE devices
-//! (feature `rxe-tests`; run through `tests/rxe/vm.sh`, see
+//! (feature `__rxe-tests`; run through `tests/rxe/vm.sh`, see
 //! `tests/common/mod.rs`).
-#![cfg(feature = "rxe-tests")]
+#![cfg(feature = "__rxe-tests")]
 
 #[macro_use]
 mod common;

@@ -1,6 +1,6 @@
-//! Asynchronous events on real soft-RoCE devices (feature `rxe-tests`; run
+//! Asynchronous events on real soft-RoCE devices (feature `__rxe-tests`; run
 //! through `tests/rxe/vm.sh`, see `tests/common/mod.rs`).
-#![cfg(feature = "rxe-tests")]
+#![cfg(feature = "__rxe-tests")]
 
 #[macro_use]
 mod common;

@@ -1,10 +1,10 @@
-//! Faults on real soft-RoCE devices (feature `rxe-tests`; run through
+//! Faults on real soft-RoCE devices (feature `__rxe-tests`; run through
 //! `tests/rxe/vm.sh`, see `tests/common/mod.rs`): the link going down under
 //! RC traffic, objects destroyed while events naming them are in flight on
 //! other threads, and hundreds of port events read by several readers.
 //!
 //! Each test prints what rxe did (`--nocapture` shows it).
-#![cfg(feature = "rxe-tests")]
+#![cfg(feature = "__rxe-tests")]
 
 #[macro_use]
 mod common;

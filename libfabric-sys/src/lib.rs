@@ -1,4 +1,4 @@
-//! Raw FFI to libfabric (OFI) and rdma-core's libibverbs.
+//! Raw FFI to libfabric (OFI, the OpenFabrics Interfaces).
 //!
 //! The bindings are generated at build time by bindgen from the headers
 //! installed on the build machine, found with pkg-config. Every `static
@@ -6,12 +6,15 @@
 //! `fi_cq_read`, `fi_trywait`, `ibv_poll_cq`, ...) is reached through a C
 //! shim that bindgen writes and that is compiled against the same headers, so
 //! no inline body is ported to Rust by hand and none can drift from the
-//! installed library.
+//! installed library. Headers: `rdma/fabric.h`, `fi_errno.h`, `fi_domain.h`,
+//! `fi_eq.h`, `fi_cm.h`, `fi_endpoint.h`, `fi_rma.h`, `fi_tagged.h` of
+//! libfabric 1.17 or newer (2.x included); everything is in [`fabric`].
 //!
-//! | feature | module | headers | library |
-//! |---|---|---|---|
-//! | `fabric` (default) | [`fabric`] | `rdma/fabric.h`, `fi_errno.h`, `fi_domain.h`, `fi_eq.h`, `fi_cm.h`, `fi_endpoint.h`, `fi_rma.h`, `fi_tagged.h` | `libfabric` >= 1.17 |
-//! | `verbs` (default) | [`verbs`] | `infiniband/verbs.h` | `libibverbs` |
+//! The package is `ofi-sys` (the names `libfabric` and `libfabric-sys` on
+//! crates.io belong to an unrelated project); its library is named
+//! `libfabric_sys`, so Rust code writes `libfabric_sys::fabric::...`. It
+//! declares `links = "fabric"`: cargo refuses a second crate in one build
+//! that links libfabric too. libibverbs is bound by `libibverbs-sys`.
 //!
 //! Constants carry the types C uses them with: capability, mode and
 //! operation flags are `u64`, `FI_MR_*` are `c_int` (like
@@ -21,26 +24,25 @@
 //! [`const fn`s](fabric::FI_VERSION). Types that `libc` defines (`iovec`,
 //! `pollfd`, `timespec`, `pthread_mutex_t`, ...) are `libc`'s.
 //!
-//! This crate is `unsafe` to use by nature; the `libfabric` and
-//! `ibverbs-async` crates are the safe layers over it.
+//! This crate is `unsafe` to use by nature; `libfabric-safe` is the safe
+//! layer over it.
 //!
 //! # Building
-//! Needs pkg-config, libclang and the development packages:
-//! `apt-get install pkg-config libclang-dev libfabric-dev libibverbs-dev`
-//! (Fedora/RHEL: `pkgconf-pkg-config clang-devel libfabric-devel
-//! rdma-core-devel`). A missing one stops the build with a message naming the
-//! package to install.
+//! Needs pkg-config, libclang and the development package:
+//! `apt-get install pkg-config libclang-dev libfabric-dev` (Fedora/RHEL:
+//! `pkgconf-pkg-config clang-devel libfabric-devel`). A missing one stops
+//! the build with a message naming the package to install, the version
+//! found and the version required.
 //!
 //! With `DOCS_RS` set (as on docs.rs), the checked-in bindings in
 //! `src/pregenerated/` are documented and nothing is linked. Regenerate them
 //! from the installed headers with
-//! `LIBFABRIC_SYS_REGENERATE=1 cargo build -p libfabric-sys`.
+//! `OFI_SYS_REGENERATE=1 cargo build -p ofi-sys`.
 #![no_std]
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 #![allow(clippy::all, rustdoc::all, missing_docs, unsafe_op_in_unsafe_fn)]
 
 /// libfabric: `rdma/fabric.h` and the headers it is used with.
-#[cfg(feature = "fabric")]
 pub mod fabric {
     #![allow(clippy::undocumented_unsafe_blocks)]
     include!(concat!(env!("OUT_DIR"), "/fabric.rs"));
@@ -88,9 +90,7 @@ pub mod fabric {
     }
 }
 
-/// rdma-core's libibverbs: `infiniband/verbs.h`.
-#[cfg(feature = "verbs")]
-pub mod verbs {
-    #![allow(clippy::undocumented_unsafe_blocks)]
-    include!(concat!(env!("OUT_DIR"), "/verbs.rs"));
-}
+/// The README's examples, run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,7 +1,6 @@
 //! Calls through the raw bindings alone against the real libfabric and its
 //! tcp provider: discovery, fabric, an FI_WAIT_FD event queue, write/read,
 //! FI_GETWAIT, fi_trywait and close.
-#![cfg(feature = "fabric")]
 
 use core::ffi::c_void;
 use core::ptr;

@@ -144,6 +144,7 @@
 // The crate keeps supporting what libfabric 2.x deprecates (wait sets, poll
 // sets); users see the deprecation.
 #![cfg_attr(libfabric_2, allow(deprecated))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod av;
 pub mod buffer;
@@ -161,6 +162,7 @@ pub mod poll;
 #[doc = include_str!("preconditions.md")]
 pub mod preconditions {}
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
 pub mod wait;
 
@@ -178,3 +180,8 @@ pub use pep::PassiveEndpoint;
 
 /// The raw bindings this crate is built on.
 pub use libfabric_sys::fabric as sys;
+
+/// The README's examples, run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

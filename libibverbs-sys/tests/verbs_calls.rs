@@ -1,10 +1,9 @@
 //! Linking and calls through the raw libibverbs bindings. On a host without
 //! RDMA devices the device list is empty; inside the soft-RoCE guest
 //! (`RXE_GUEST=1`) it holds the rxe devices.
-#![cfg(feature = "verbs")]
 
 use core::ptr;
-use libfabric_sys::verbs::*;
+use libibverbs_sys::*;
 
 #[test]
 fn exported_and_inline_functions_link() {

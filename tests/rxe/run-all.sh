@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The soft-RoCE part of the test suite, from the host:
 #   1. builds the test binaries that need RDMA devices (ibverbs-async's rxe
-#      tests, libfabric-sys's verbs calls, and the libfabric suite, which runs
+#      tests, libibverbs-sys's verbs calls, and the libfabric suite, which runs
 #      on the verbs provider here),
 #   2. boots the qemu guest once (tests/rxe/vm.sh) and runs guest-all.sh in it,
 #   3. prints the guest's "N passed, N failed" line last and exits non-zero
@@ -23,15 +23,15 @@ executables() {
 
 start=$SECONDS
 say "building the test binaries"
-ibv=$(cargo test -p ibverbs-async --features rxe-tests,tokio --no-run 2>&1 | tee -a /dev/stderr | executables | grep '/rxe_' || true)
-sys=$(cargo test -p libfabric-sys --test verbs_calls --no-run 2>&1 | tee -a /dev/stderr | executables)
-fab=$(cargo test -p libfabric --all-features --tests --no-run 2>&1 | tee -a /dev/stderr | executables | grep -v -e '/compile_fail-' -e '/adversarial-' || true)
+ibv=$(cargo test -p ibverbs-async --features __rxe-tests,tokio --no-run 2>&1 | tee -a /dev/stderr | executables | grep '/rxe_' || true)
+sys=$(cargo test -p libibverbs-sys --test verbs_calls --no-run 2>&1 | tee -a /dev/stderr | executables)
+fab=$(cargo test -p libfabric-safe --all-features --tests --no-run 2>&1 | tee -a /dev/stderr | executables | grep -v -e '/compile_fail-' -e '/adversarial-' || true)
 cargo build --example asyncwatch
 asyncwatch=target/debug/examples/asyncwatch
 cargo build --example rc_pingpong
 rc_pingpong=target/debug/examples/rc_pingpong
 if [[ -z $ibv || -z $sys || -z $fab ]]; then
-    say "error: some test binaries were not built (ibverbs-async: ${ibv:-none}; libfabric-sys: ${sys:-none}; libfabric: ${fab:-none})"
+    say "error: some test binaries were not built (ibverbs-async: ${ibv:-none}; libibverbs-sys: ${sys:-none}; libfabric: ${fab:-none})"
     echo "0 passed, 1 failed" | tee "$cache/last-summary"
     exit 1
 fi

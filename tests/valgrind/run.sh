@@ -69,7 +69,7 @@ executables() {
 }
 
 say "building the libfabric test binaries"
-LIB_BINS=$(cargo test -p libfabric --all-features --no-run --message-format=json-render-diagnostics |
+LIB_BINS=$(cargo test -p libfabric-safe --all-features --no-run --message-format=json-render-diagnostics |
     executables test)
 say "building the root package's panics, faults and load tests"
 ROOT_BINS=$(cargo test -p rdma-events-suite --test panics --test faults --test load --no-run \

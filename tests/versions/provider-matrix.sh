@@ -20,7 +20,7 @@ say() { printf '==> %s\n' "$*"; }
 # The suite's test binaries, built once. The compile-fail suite runs the
 # compiler, not a provider; sizes and lost_wakeup are tied to tcp and
 # tcp;ofi_rxm by design and run in the host tests.
-bins=$(cargo test -p libfabric --features tokio --tests --no-run 2>&1 |
+bins=$(cargo test -p libfabric-safe --features tokio --tests --no-run 2>&1 |
     sed -n 's/^ *Executable .*(\(.*\))$/\1/p' |
     grep -v -e '/compile_fail-' -e '/sizes-' -e '/lost_wakeup-')
 if [[ -z $bins ]]; then

@@ -1,4 +1,4 @@
-//! Shared setup of the device tests (feature `rxe-tests`): they run inside
+//! Shared setup of the device tests (feature `__rxe-tests`): they run inside
 //! the soft-RoCE VM of `tests/rxe/vm.sh`, where `rxe0` (on veth0,
 //! 198.18.0.1) and `rxe1` (on veth1, 198.18.0.2) exist and tests run as
 //! root.
@@ -21,7 +21,7 @@ pub const WAIT: Duration = Duration::from_secs(10);
 
 const HOW_TO_RUN: &str = "these tests need the soft-RoCE devices rxe0 and rxe1 of the test VM; \
      run them through tests/rxe/vm.sh: build with \
-     `cargo test -p ibverbs-async --features rxe-tests --no-run`, then \
+     `cargo test -p ibverbs-async --features __rxe-tests --no-run`, then \
      `tests/rxe/vm.sh run \"$PWD/tests/rxe/run-binaries.sh\" <test binaries>`";
 
 /// The device the tests call `name` ("rxe0" or "rxe1"): the same names, or

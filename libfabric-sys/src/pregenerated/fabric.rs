@@ -396,11 +396,11 @@ pub const FI_TC_SCAVENGER: _bindgen_ty_5 = 516;
 pub const FI_TC_NETWORK_CTRL: _bindgen_ty_5 = 517;
 pub type _bindgen_ty_5 = u32;
 unsafe extern "C" {
-    #[link_name = "fi_tc_dscp_set__libfabric_sys_shim"]
+    #[link_name = "fi_tc_dscp_set__ofi_sys_shim"]
     pub fn fi_tc_dscp_set(dscp: u8) -> u32;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tc_dscp_get__libfabric_sys_shim"]
+    #[link_name = "fi_tc_dscp_get__ofi_sys_shim"]
     pub fn fi_tc_dscp_get(tclass: u32) -> u8;
 }
 #[repr(C)]
@@ -752,7 +752,7 @@ unsafe extern "C" {
     pub fn fi_dupinfo(info: *const fi_info) -> *mut fi_info;
 }
 unsafe extern "C" {
-    #[link_name = "fi_allocinfo__libfabric_sys_shim"]
+    #[link_name = "fi_allocinfo__ofi_sys_shim"]
     pub fn fi_allocinfo() -> *mut fi_info;
 }
 #[repr(C)]
@@ -866,7 +866,7 @@ impl Default for fid_nic {
     }
 }
 unsafe extern "C" {
-    #[link_name = "fi_close__libfabric_sys_shim"]
+    #[link_name = "fi_close__ofi_sys_shim"]
     pub fn fi_close(fid: *mut fid) -> ::core::ffi::c_int;
 }
 #[repr(C)]
@@ -955,7 +955,7 @@ pub const FI_SET_VAL: _bindgen_ty_7 = 18;
 pub const FI_EXPORT_FID: _bindgen_ty_7 = 19;
 pub type _bindgen_ty_7 = u32;
 unsafe extern "C" {
-    #[link_name = "fi_control__libfabric_sys_shim"]
+    #[link_name = "fi_control__ofi_sys_shim"]
     pub fn fi_control(
         fid: *mut fid,
         command: ::core::ffi::c_int,
@@ -963,7 +963,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_alias__libfabric_sys_shim"]
+    #[link_name = "fi_alias__ofi_sys_shim"]
     pub fn fi_alias(
         fid: *mut fid,
         alias_fid: *mut *mut fid,
@@ -971,7 +971,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_get_val__libfabric_sys_shim"]
+    #[link_name = "fi_get_val__ofi_sys_shim"]
     pub fn fi_get_val(
         fid: *mut fid,
         name: ::core::ffi::c_int,
@@ -979,7 +979,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_set_val__libfabric_sys_shim"]
+    #[link_name = "fi_set_val__ofi_sys_shim"]
     pub fn fi_set_val(
         fid: *mut fid,
         name: ::core::ffi::c_int,
@@ -987,7 +987,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_open_ops__libfabric_sys_shim"]
+    #[link_name = "fi_open_ops__ofi_sys_shim"]
     pub fn fi_open_ops(
         fid: *mut fid,
         name: *const ::core::ffi::c_char,
@@ -997,7 +997,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_set_ops__libfabric_sys_shim"]
+    #[link_name = "fi_set_ops__ofi_sys_shim"]
     pub fn fi_set_ops(
         fid: *mut fid,
         name: *const ::core::ffi::c_char,
@@ -1675,7 +1675,7 @@ impl Default for fid_cntr {
     }
 }
 unsafe extern "C" {
-    #[link_name = "fi_trywait__libfabric_sys_shim"]
+    #[link_name = "fi_trywait__ofi_sys_shim"]
     pub fn fi_trywait(
         fabric: *mut fid_fabric,
         fids: *mut *mut fid,
@@ -1683,14 +1683,14 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_wait__libfabric_sys_shim"]
+    #[link_name = "fi_wait__ofi_sys_shim"]
     pub fn fi_wait(
         waitset: *mut fid_wait,
         timeout: ::core::ffi::c_int,
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_poll__libfabric_sys_shim"]
+    #[link_name = "fi_poll__ofi_sys_shim"]
     pub fn fi_poll(
         pollset: *mut fid_poll,
         context: *mut *mut ::core::ffi::c_void,
@@ -1698,7 +1698,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_poll_add__libfabric_sys_shim"]
+    #[link_name = "fi_poll_add__ofi_sys_shim"]
     pub fn fi_poll_add(
         pollset: *mut fid_poll,
         event_fid: *mut fid,
@@ -1706,7 +1706,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_poll_del__libfabric_sys_shim"]
+    #[link_name = "fi_poll_del__ofi_sys_shim"]
     pub fn fi_poll_del(
         pollset: *mut fid_poll,
         event_fid: *mut fid,
@@ -1714,7 +1714,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_eq_open__libfabric_sys_shim"]
+    #[link_name = "fi_eq_open__ofi_sys_shim"]
     pub fn fi_eq_open(
         fabric: *mut fid_fabric,
         attr: *mut fi_eq_attr,
@@ -1723,7 +1723,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_eq_read__libfabric_sys_shim"]
+    #[link_name = "fi_eq_read__ofi_sys_shim"]
     pub fn fi_eq_read(
         eq: *mut fid_eq,
         event: *mut u32,
@@ -1733,7 +1733,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_eq_readerr__libfabric_sys_shim"]
+    #[link_name = "fi_eq_readerr__ofi_sys_shim"]
     pub fn fi_eq_readerr(
         eq: *mut fid_eq,
         buf: *mut fi_eq_err_entry,
@@ -1741,7 +1741,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_eq_write__libfabric_sys_shim"]
+    #[link_name = "fi_eq_write__ofi_sys_shim"]
     pub fn fi_eq_write(
         eq: *mut fid_eq,
         event: u32,
@@ -1751,7 +1751,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_eq_sread__libfabric_sys_shim"]
+    #[link_name = "fi_eq_sread__ofi_sys_shim"]
     pub fn fi_eq_sread(
         eq: *mut fid_eq,
         event: *mut u32,
@@ -1762,7 +1762,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_eq_strerror__libfabric_sys_shim"]
+    #[link_name = "fi_eq_strerror__ofi_sys_shim"]
     pub fn fi_eq_strerror(
         eq: *mut fid_eq,
         prov_errno: ::core::ffi::c_int,
@@ -1772,7 +1772,7 @@ unsafe extern "C" {
     ) -> *const ::core::ffi::c_char;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cq_read__libfabric_sys_shim"]
+    #[link_name = "fi_cq_read__ofi_sys_shim"]
     pub fn fi_cq_read(
         cq: *mut fid_cq,
         buf: *mut ::core::ffi::c_void,
@@ -1780,7 +1780,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cq_readfrom__libfabric_sys_shim"]
+    #[link_name = "fi_cq_readfrom__ofi_sys_shim"]
     pub fn fi_cq_readfrom(
         cq: *mut fid_cq,
         buf: *mut ::core::ffi::c_void,
@@ -1789,7 +1789,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cq_readerr__libfabric_sys_shim"]
+    #[link_name = "fi_cq_readerr__ofi_sys_shim"]
     pub fn fi_cq_readerr(
         cq: *mut fid_cq,
         buf: *mut fi_cq_err_entry,
@@ -1797,7 +1797,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cq_sread__libfabric_sys_shim"]
+    #[link_name = "fi_cq_sread__ofi_sys_shim"]
     pub fn fi_cq_sread(
         cq: *mut fid_cq,
         buf: *mut ::core::ffi::c_void,
@@ -1807,7 +1807,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cq_sreadfrom__libfabric_sys_shim"]
+    #[link_name = "fi_cq_sreadfrom__ofi_sys_shim"]
     pub fn fi_cq_sreadfrom(
         cq: *mut fid_cq,
         buf: *mut ::core::ffi::c_void,
@@ -1818,11 +1818,11 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cq_signal__libfabric_sys_shim"]
+    #[link_name = "fi_cq_signal__ofi_sys_shim"]
     pub fn fi_cq_signal(cq: *mut fid_cq) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cq_strerror__libfabric_sys_shim"]
+    #[link_name = "fi_cq_strerror__ofi_sys_shim"]
     pub fn fi_cq_strerror(
         cq: *mut fid_cq,
         prov_errno: ::core::ffi::c_int,
@@ -1832,31 +1832,31 @@ unsafe extern "C" {
     ) -> *const ::core::ffi::c_char;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cntr_read__libfabric_sys_shim"]
+    #[link_name = "fi_cntr_read__ofi_sys_shim"]
     pub fn fi_cntr_read(cntr: *mut fid_cntr) -> u64;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cntr_readerr__libfabric_sys_shim"]
+    #[link_name = "fi_cntr_readerr__ofi_sys_shim"]
     pub fn fi_cntr_readerr(cntr: *mut fid_cntr) -> u64;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cntr_add__libfabric_sys_shim"]
+    #[link_name = "fi_cntr_add__ofi_sys_shim"]
     pub fn fi_cntr_add(cntr: *mut fid_cntr, value: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cntr_adderr__libfabric_sys_shim"]
+    #[link_name = "fi_cntr_adderr__ofi_sys_shim"]
     pub fn fi_cntr_adderr(cntr: *mut fid_cntr, value: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cntr_set__libfabric_sys_shim"]
+    #[link_name = "fi_cntr_set__ofi_sys_shim"]
     pub fn fi_cntr_set(cntr: *mut fid_cntr, value: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cntr_seterr__libfabric_sys_shim"]
+    #[link_name = "fi_cntr_seterr__ofi_sys_shim"]
     pub fn fi_cntr_seterr(cntr: *mut fid_cntr, value: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cntr_wait__libfabric_sys_shim"]
+    #[link_name = "fi_cntr_wait__ofi_sys_shim"]
     pub fn fi_cntr_wait(
         cntr: *mut fid_cntr,
         threshold: u64,
@@ -2334,7 +2334,7 @@ impl Default for fid_domain {
     }
 }
 unsafe extern "C" {
-    #[link_name = "fi_domain__libfabric_sys_shim"]
+    #[link_name = "fi_domain__ofi_sys_shim"]
     pub fn fi_domain(
         fabric: *mut fid_fabric,
         info: *mut fi_info,
@@ -2343,7 +2343,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_domain2__libfabric_sys_shim"]
+    #[link_name = "fi_domain2__ofi_sys_shim"]
     pub fn fi_domain2(
         fabric: *mut fid_fabric,
         info: *mut fi_info,
@@ -2353,7 +2353,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_domain_bind__libfabric_sys_shim"]
+    #[link_name = "fi_domain_bind__ofi_sys_shim"]
     pub fn fi_domain_bind(
         domain: *mut fid_domain,
         fid: *mut fid,
@@ -2361,7 +2361,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cq_open__libfabric_sys_shim"]
+    #[link_name = "fi_cq_open__ofi_sys_shim"]
     pub fn fi_cq_open(
         domain: *mut fid_domain,
         attr: *mut fi_cq_attr,
@@ -2370,7 +2370,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cntr_open__libfabric_sys_shim"]
+    #[link_name = "fi_cntr_open__ofi_sys_shim"]
     pub fn fi_cntr_open(
         domain: *mut fid_domain,
         attr: *mut fi_cntr_attr,
@@ -2379,7 +2379,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_wait_open__libfabric_sys_shim"]
+    #[link_name = "fi_wait_open__ofi_sys_shim"]
     pub fn fi_wait_open(
         fabric: *mut fid_fabric,
         attr: *mut fi_wait_attr,
@@ -2387,7 +2387,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_poll_open__libfabric_sys_shim"]
+    #[link_name = "fi_poll_open__ofi_sys_shim"]
     pub fn fi_poll_open(
         domain: *mut fid_domain,
         attr: *mut fi_poll_attr,
@@ -2395,7 +2395,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_reg__libfabric_sys_shim"]
+    #[link_name = "fi_mr_reg__ofi_sys_shim"]
     pub fn fi_mr_reg(
         domain: *mut fid_domain,
         buf: *const ::core::ffi::c_void,
@@ -2409,7 +2409,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_regv__libfabric_sys_shim"]
+    #[link_name = "fi_mr_regv__ofi_sys_shim"]
     pub fn fi_mr_regv(
         domain: *mut fid_domain,
         iov: *const iovec,
@@ -2423,7 +2423,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_regattr__libfabric_sys_shim"]
+    #[link_name = "fi_mr_regattr__ofi_sys_shim"]
     pub fn fi_mr_regattr(
         domain: *mut fid_domain,
         attr: *const fi_mr_attr,
@@ -2432,15 +2432,15 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_desc__libfabric_sys_shim"]
+    #[link_name = "fi_mr_desc__ofi_sys_shim"]
     pub fn fi_mr_desc(mr: *mut fid_mr) -> *mut ::core::ffi::c_void;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_key__libfabric_sys_shim"]
+    #[link_name = "fi_mr_key__ofi_sys_shim"]
     pub fn fi_mr_key(mr: *mut fid_mr) -> u64;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_raw_attr__libfabric_sys_shim"]
+    #[link_name = "fi_mr_raw_attr__ofi_sys_shim"]
     pub fn fi_mr_raw_attr(
         mr: *mut fid_mr,
         base_addr: *mut u64,
@@ -2450,7 +2450,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_map_raw__libfabric_sys_shim"]
+    #[link_name = "fi_mr_map_raw__ofi_sys_shim"]
     pub fn fi_mr_map_raw(
         domain: *mut fid_domain,
         base_addr: u64,
@@ -2461,15 +2461,15 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_unmap_key__libfabric_sys_shim"]
+    #[link_name = "fi_mr_unmap_key__ofi_sys_shim"]
     pub fn fi_mr_unmap_key(domain: *mut fid_domain, key: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_bind__libfabric_sys_shim"]
+    #[link_name = "fi_mr_bind__ofi_sys_shim"]
     pub fn fi_mr_bind(mr: *mut fid_mr, bfid: *mut fid, flags: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_refresh__libfabric_sys_shim"]
+    #[link_name = "fi_mr_refresh__ofi_sys_shim"]
     pub fn fi_mr_refresh(
         mr: *mut fid_mr,
         iov: *const iovec,
@@ -2478,11 +2478,11 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mr_enable__libfabric_sys_shim"]
+    #[link_name = "fi_mr_enable__ofi_sys_shim"]
     pub fn fi_mr_enable(mr: *mut fid_mr) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_av_open__libfabric_sys_shim"]
+    #[link_name = "fi_av_open__ofi_sys_shim"]
     pub fn fi_av_open(
         domain: *mut fid_domain,
         attr: *mut fi_av_attr,
@@ -2491,11 +2491,11 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_av_bind__libfabric_sys_shim"]
+    #[link_name = "fi_av_bind__ofi_sys_shim"]
     pub fn fi_av_bind(av: *mut fid_av, fid: *mut fid, flags: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_av_insert__libfabric_sys_shim"]
+    #[link_name = "fi_av_insert__ofi_sys_shim"]
     pub fn fi_av_insert(
         av: *mut fid_av,
         addr: *const ::core::ffi::c_void,
@@ -2506,7 +2506,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_av_insertsvc__libfabric_sys_shim"]
+    #[link_name = "fi_av_insertsvc__ofi_sys_shim"]
     pub fn fi_av_insertsvc(
         av: *mut fid_av,
         node: *const ::core::ffi::c_char,
@@ -2517,7 +2517,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_av_insertsym__libfabric_sys_shim"]
+    #[link_name = "fi_av_insertsym__ofi_sys_shim"]
     pub fn fi_av_insertsym(
         av: *mut fid_av,
         node: *const ::core::ffi::c_char,
@@ -2530,7 +2530,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_av_remove__libfabric_sys_shim"]
+    #[link_name = "fi_av_remove__ofi_sys_shim"]
     pub fn fi_av_remove(
         av: *mut fid_av,
         fi_addr: *mut fi_addr_t,
@@ -2539,7 +2539,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_av_lookup__libfabric_sys_shim"]
+    #[link_name = "fi_av_lookup__ofi_sys_shim"]
     pub fn fi_av_lookup(
         av: *mut fid_av,
         fi_addr: fi_addr_t,
@@ -2548,7 +2548,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_av_straddr__libfabric_sys_shim"]
+    #[link_name = "fi_av_straddr__ofi_sys_shim"]
     pub fn fi_av_straddr(
         av: *mut fid_av,
         addr: *const ::core::ffi::c_void,
@@ -2557,7 +2557,7 @@ unsafe extern "C" {
     ) -> *const ::core::ffi::c_char;
 }
 unsafe extern "C" {
-    #[link_name = "fi_rx_addr__libfabric_sys_shim"]
+    #[link_name = "fi_rx_addr__ofi_sys_shim"]
     pub fn fi_rx_addr(
         fi_addr: fi_addr_t,
         rx_index: ::core::ffi::c_int,
@@ -2805,7 +2805,7 @@ impl Default for fid_stx {
     }
 }
 unsafe extern "C" {
-    #[link_name = "fi_passive_ep__libfabric_sys_shim"]
+    #[link_name = "fi_passive_ep__ofi_sys_shim"]
     pub fn fi_passive_ep(
         fabric: *mut fid_fabric,
         info: *mut fi_info,
@@ -2814,7 +2814,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_endpoint__libfabric_sys_shim"]
+    #[link_name = "fi_endpoint__ofi_sys_shim"]
     pub fn fi_endpoint(
         domain: *mut fid_domain,
         info: *mut fi_info,
@@ -2823,7 +2823,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_endpoint2__libfabric_sys_shim"]
+    #[link_name = "fi_endpoint2__ofi_sys_shim"]
     pub fn fi_endpoint2(
         domain: *mut fid_domain,
         info: *mut fi_info,
@@ -2833,7 +2833,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_scalable_ep__libfabric_sys_shim"]
+    #[link_name = "fi_scalable_ep__ofi_sys_shim"]
     pub fn fi_scalable_ep(
         domain: *mut fid_domain,
         info: *mut fi_info,
@@ -2842,11 +2842,11 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_ep_bind__libfabric_sys_shim"]
+    #[link_name = "fi_ep_bind__ofi_sys_shim"]
     pub fn fi_ep_bind(ep: *mut fid_ep, bfid: *mut fid, flags: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_pep_bind__libfabric_sys_shim"]
+    #[link_name = "fi_pep_bind__ofi_sys_shim"]
     pub fn fi_pep_bind(
         pep: *mut fid_pep,
         bfid: *mut fid,
@@ -2854,7 +2854,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_scalable_ep_bind__libfabric_sys_shim"]
+    #[link_name = "fi_scalable_ep_bind__ofi_sys_shim"]
     pub fn fi_scalable_ep_bind(
         sep: *mut fid_ep,
         bfid: *mut fid,
@@ -2862,15 +2862,15 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_enable__libfabric_sys_shim"]
+    #[link_name = "fi_enable__ofi_sys_shim"]
     pub fn fi_enable(ep: *mut fid_ep) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_cancel__libfabric_sys_shim"]
+    #[link_name = "fi_cancel__ofi_sys_shim"]
     pub fn fi_cancel(fid: fid_t, context: *mut ::core::ffi::c_void) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_setopt__libfabric_sys_shim"]
+    #[link_name = "fi_setopt__ofi_sys_shim"]
     pub fn fi_setopt(
         fid: fid_t,
         level: ::core::ffi::c_int,
@@ -2880,7 +2880,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_getopt__libfabric_sys_shim"]
+    #[link_name = "fi_getopt__ofi_sys_shim"]
     pub fn fi_getopt(
         fid: fid_t,
         level: ::core::ffi::c_int,
@@ -2890,7 +2890,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_ep_alias__libfabric_sys_shim"]
+    #[link_name = "fi_ep_alias__ofi_sys_shim"]
     pub fn fi_ep_alias(
         ep: *mut fid_ep,
         alias_ep: *mut *mut fid_ep,
@@ -2898,7 +2898,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tx_context__libfabric_sys_shim"]
+    #[link_name = "fi_tx_context__ofi_sys_shim"]
     pub fn fi_tx_context(
         ep: *mut fid_ep,
         idx: ::core::ffi::c_int,
@@ -2908,7 +2908,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_rx_context__libfabric_sys_shim"]
+    #[link_name = "fi_rx_context__ofi_sys_shim"]
     pub fn fi_rx_context(
         ep: *mut fid_ep,
         idx: ::core::ffi::c_int,
@@ -2918,15 +2918,15 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_rx_size_left__libfabric_sys_shim"]
+    #[link_name = "fi_rx_size_left__ofi_sys_shim"]
     pub fn fi_rx_size_left(ep: *mut fid_ep) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tx_size_left__libfabric_sys_shim"]
+    #[link_name = "fi_tx_size_left__ofi_sys_shim"]
     pub fn fi_tx_size_left(ep: *mut fid_ep) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_stx_context__libfabric_sys_shim"]
+    #[link_name = "fi_stx_context__ofi_sys_shim"]
     pub fn fi_stx_context(
         domain: *mut fid_domain,
         attr: *mut fi_tx_attr,
@@ -2935,7 +2935,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_srx_context__libfabric_sys_shim"]
+    #[link_name = "fi_srx_context__ofi_sys_shim"]
     pub fn fi_srx_context(
         domain: *mut fid_domain,
         attr: *mut fi_rx_attr,
@@ -2944,7 +2944,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_recv__libfabric_sys_shim"]
+    #[link_name = "fi_recv__ofi_sys_shim"]
     pub fn fi_recv(
         ep: *mut fid_ep,
         buf: *mut ::core::ffi::c_void,
@@ -2955,7 +2955,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_recvv__libfabric_sys_shim"]
+    #[link_name = "fi_recvv__ofi_sys_shim"]
     pub fn fi_recvv(
         ep: *mut fid_ep,
         iov: *const iovec,
@@ -2966,11 +2966,11 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_recvmsg__libfabric_sys_shim"]
+    #[link_name = "fi_recvmsg__ofi_sys_shim"]
     pub fn fi_recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_send__libfabric_sys_shim"]
+    #[link_name = "fi_send__ofi_sys_shim"]
     pub fn fi_send(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -2981,7 +2981,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_sendv__libfabric_sys_shim"]
+    #[link_name = "fi_sendv__ofi_sys_shim"]
     pub fn fi_sendv(
         ep: *mut fid_ep,
         iov: *const iovec,
@@ -2992,11 +2992,11 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_sendmsg__libfabric_sys_shim"]
+    #[link_name = "fi_sendmsg__ofi_sys_shim"]
     pub fn fi_sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_inject__libfabric_sys_shim"]
+    #[link_name = "fi_inject__ofi_sys_shim"]
     pub fn fi_inject(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3005,7 +3005,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_senddata__libfabric_sys_shim"]
+    #[link_name = "fi_senddata__ofi_sys_shim"]
     pub fn fi_senddata(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3017,7 +3017,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_injectdata__libfabric_sys_shim"]
+    #[link_name = "fi_injectdata__ofi_sys_shim"]
     pub fn fi_injectdata(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3113,7 +3113,7 @@ impl Default for fi_ops_cm {
     }
 }
 unsafe extern "C" {
-    #[link_name = "fi_setname__libfabric_sys_shim"]
+    #[link_name = "fi_setname__ofi_sys_shim"]
     pub fn fi_setname(
         fid: fid_t,
         addr: *mut ::core::ffi::c_void,
@@ -3121,7 +3121,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_getname__libfabric_sys_shim"]
+    #[link_name = "fi_getname__ofi_sys_shim"]
     pub fn fi_getname(
         fid: fid_t,
         addr: *mut ::core::ffi::c_void,
@@ -3129,7 +3129,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_getpeer__libfabric_sys_shim"]
+    #[link_name = "fi_getpeer__ofi_sys_shim"]
     pub fn fi_getpeer(
         ep: *mut fid_ep,
         addr: *mut ::core::ffi::c_void,
@@ -3137,11 +3137,11 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_listen__libfabric_sys_shim"]
+    #[link_name = "fi_listen__ofi_sys_shim"]
     pub fn fi_listen(pep: *mut fid_pep) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_connect__libfabric_sys_shim"]
+    #[link_name = "fi_connect__ofi_sys_shim"]
     pub fn fi_connect(
         ep: *mut fid_ep,
         addr: *const ::core::ffi::c_void,
@@ -3150,7 +3150,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_accept__libfabric_sys_shim"]
+    #[link_name = "fi_accept__ofi_sys_shim"]
     pub fn fi_accept(
         ep: *mut fid_ep,
         param: *const ::core::ffi::c_void,
@@ -3158,7 +3158,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_reject__libfabric_sys_shim"]
+    #[link_name = "fi_reject__ofi_sys_shim"]
     pub fn fi_reject(
         pep: *mut fid_pep,
         handle: fid_t,
@@ -3167,11 +3167,11 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_shutdown__libfabric_sys_shim"]
+    #[link_name = "fi_shutdown__ofi_sys_shim"]
     pub fn fi_shutdown(ep: *mut fid_ep, flags: u64) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_join__libfabric_sys_shim"]
+    #[link_name = "fi_join__ofi_sys_shim"]
     pub fn fi_join(
         ep: *mut fid_ep,
         addr: *const ::core::ffi::c_void,
@@ -3181,7 +3181,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "fi_mc_addr__libfabric_sys_shim"]
+    #[link_name = "fi_mc_addr__ofi_sys_shim"]
     pub fn fi_mc_addr(mc: *mut fid_mc) -> fi_addr_t;
 }
 #[repr(C)]
@@ -3344,7 +3344,7 @@ impl Default for fi_ops_rma {
     }
 }
 unsafe extern "C" {
-    #[link_name = "fi_read__libfabric_sys_shim"]
+    #[link_name = "fi_read__ofi_sys_shim"]
     pub fn fi_read(
         ep: *mut fid_ep,
         buf: *mut ::core::ffi::c_void,
@@ -3357,7 +3357,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_readv__libfabric_sys_shim"]
+    #[link_name = "fi_readv__ofi_sys_shim"]
     pub fn fi_readv(
         ep: *mut fid_ep,
         iov: *const iovec,
@@ -3370,11 +3370,11 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_readmsg__libfabric_sys_shim"]
+    #[link_name = "fi_readmsg__ofi_sys_shim"]
     pub fn fi_readmsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_write__libfabric_sys_shim"]
+    #[link_name = "fi_write__ofi_sys_shim"]
     pub fn fi_write(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3387,7 +3387,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_writev__libfabric_sys_shim"]
+    #[link_name = "fi_writev__ofi_sys_shim"]
     pub fn fi_writev(
         ep: *mut fid_ep,
         iov: *const iovec,
@@ -3400,11 +3400,11 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_writemsg__libfabric_sys_shim"]
+    #[link_name = "fi_writemsg__ofi_sys_shim"]
     pub fn fi_writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_inject_write__libfabric_sys_shim"]
+    #[link_name = "fi_inject_write__ofi_sys_shim"]
     pub fn fi_inject_write(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3415,7 +3415,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_writedata__libfabric_sys_shim"]
+    #[link_name = "fi_writedata__ofi_sys_shim"]
     pub fn fi_writedata(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3429,7 +3429,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_inject_writedata__libfabric_sys_shim"]
+    #[link_name = "fi_inject_writedata__ofi_sys_shim"]
     pub fn fi_inject_writedata(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3565,7 +3565,7 @@ impl Default for fi_ops_tagged {
     }
 }
 unsafe extern "C" {
-    #[link_name = "fi_trecv__libfabric_sys_shim"]
+    #[link_name = "fi_trecv__ofi_sys_shim"]
     pub fn fi_trecv(
         ep: *mut fid_ep,
         buf: *mut ::core::ffi::c_void,
@@ -3578,7 +3578,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_trecvv__libfabric_sys_shim"]
+    #[link_name = "fi_trecvv__ofi_sys_shim"]
     pub fn fi_trecvv(
         ep: *mut fid_ep,
         iov: *const iovec,
@@ -3591,11 +3591,11 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_trecvmsg__libfabric_sys_shim"]
+    #[link_name = "fi_trecvmsg__ofi_sys_shim"]
     pub fn fi_trecvmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tsend__libfabric_sys_shim"]
+    #[link_name = "fi_tsend__ofi_sys_shim"]
     pub fn fi_tsend(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3607,7 +3607,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tsendv__libfabric_sys_shim"]
+    #[link_name = "fi_tsendv__ofi_sys_shim"]
     pub fn fi_tsendv(
         ep: *mut fid_ep,
         iov: *const iovec,
@@ -3619,11 +3619,11 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tsendmsg__libfabric_sys_shim"]
+    #[link_name = "fi_tsendmsg__ofi_sys_shim"]
     pub fn fi_tsendmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tinject__libfabric_sys_shim"]
+    #[link_name = "fi_tinject__ofi_sys_shim"]
     pub fn fi_tinject(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3633,7 +3633,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tsenddata__libfabric_sys_shim"]
+    #[link_name = "fi_tsenddata__ofi_sys_shim"]
     pub fn fi_tsenddata(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,
@@ -3646,7 +3646,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "fi_tinjectdata__libfabric_sys_shim"]
+    #[link_name = "fi_tinjectdata__ofi_sys_shim"]
     pub fn fi_tinjectdata(
         ep: *mut fid_ep,
         buf: *const ::core::ffi::c_void,

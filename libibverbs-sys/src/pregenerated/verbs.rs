@@ -1824,7 +1824,7 @@ unsafe extern "C" {
     pub fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_atomic_cmp_swp__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_atomic_cmp_swp__libibverbs_sys_shim"]
     pub fn ibv_wr_atomic_cmp_swp(
         qp: *mut ibv_qp_ex,
         rkey: u32,
@@ -1834,7 +1834,7 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_atomic_fetch_add__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_atomic_fetch_add__libibverbs_sys_shim"]
     pub fn ibv_wr_atomic_fetch_add(
         qp: *mut ibv_qp_ex,
         rkey: u32,
@@ -1843,7 +1843,7 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_bind_mw__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_bind_mw__libibverbs_sys_shim"]
     pub fn ibv_wr_bind_mw(
         qp: *mut ibv_qp_ex,
         mw: *mut ibv_mw,
@@ -1852,19 +1852,19 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_local_inv__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_local_inv__libibverbs_sys_shim"]
     pub fn ibv_wr_local_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_rdma_read__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_rdma_read__libibverbs_sys_shim"]
     pub fn ibv_wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_rdma_write__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_rdma_write__libibverbs_sys_shim"]
     pub fn ibv_wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_rdma_write_imm__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_rdma_write_imm__libibverbs_sys_shim"]
     pub fn ibv_wr_rdma_write_imm(
         qp: *mut ibv_qp_ex,
         rkey: u32,
@@ -1873,19 +1873,19 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_send__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_send__libibverbs_sys_shim"]
     pub fn ibv_wr_send(qp: *mut ibv_qp_ex);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_send_imm__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_send_imm__libibverbs_sys_shim"]
     pub fn ibv_wr_send_imm(qp: *mut ibv_qp_ex, imm_data: __be32);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_send_inv__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_send_inv__libibverbs_sys_shim"]
     pub fn ibv_wr_send_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_send_tso__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_send_tso__libibverbs_sys_shim"]
     pub fn ibv_wr_send_tso(
         qp: *mut ibv_qp_ex,
         hdr: *mut ::core::ffi::c_void,
@@ -1894,7 +1894,7 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_set_ud_addr__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_set_ud_addr__libibverbs_sys_shim"]
     pub fn ibv_wr_set_ud_addr(
         qp: *mut ibv_qp_ex,
         ah: *mut ibv_ah,
@@ -1903,11 +1903,11 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_set_xrc_srqn__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_set_xrc_srqn__libibverbs_sys_shim"]
     pub fn ibv_wr_set_xrc_srqn(qp: *mut ibv_qp_ex, remote_srqn: u32);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_set_inline_data__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_set_inline_data__libibverbs_sys_shim"]
     pub fn ibv_wr_set_inline_data(
         qp: *mut ibv_qp_ex,
         addr: *mut ::core::ffi::c_void,
@@ -1915,7 +1915,7 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_set_inline_data_list__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_set_inline_data_list__libibverbs_sys_shim"]
     pub fn ibv_wr_set_inline_data_list(
         qp: *mut ibv_qp_ex,
         num_buf: usize,
@@ -1923,11 +1923,11 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_set_sge__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_set_sge__libibverbs_sys_shim"]
     pub fn ibv_wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_set_sge_list__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_set_sge_list__libibverbs_sys_shim"]
     pub fn ibv_wr_set_sge_list(
         qp: *mut ibv_qp_ex,
         num_sge: usize,
@@ -1935,19 +1935,19 @@ unsafe extern "C" {
     );
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_start__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_start__libibverbs_sys_shim"]
     pub fn ibv_wr_start(qp: *mut ibv_qp_ex);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_complete__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_complete__libibverbs_sys_shim"]
     pub fn ibv_wr_complete(qp: *mut ibv_qp_ex) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_abort__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_abort__libibverbs_sys_shim"]
     pub fn ibv_wr_abort(qp: *mut ibv_qp_ex);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wr_atomic_write__libfabric_sys_shim"]
+    #[link_name = "ibv_wr_atomic_write__libibverbs_sys_shim"]
     pub fn ibv_wr_atomic_write(
         qp: *mut ibv_qp_ex,
         rkey: u32,
@@ -2090,7 +2090,7 @@ impl Default for ibv_cq_ex {
     }
 }
 unsafe extern "C" {
-    #[link_name = "ibv_cq_ex_to_cq__libfabric_sys_shim"]
+    #[link_name = "ibv_cq_ex_to_cq__libibverbs_sys_shim"]
     pub fn ibv_cq_ex_to_cq(cq: *mut ibv_cq_ex) -> *mut ibv_cq;
 }
 pub const IBV_CQ_ATTR_MODERATE: ibv_cq_attr_mask = 1;
@@ -2109,86 +2109,86 @@ pub struct ibv_modify_cq_attr {
     pub moderate: ibv_moderate_cq,
 }
 unsafe extern "C" {
-    #[link_name = "ibv_start_poll__libfabric_sys_shim"]
+    #[link_name = "ibv_start_poll__libibverbs_sys_shim"]
     pub fn ibv_start_poll(
         cq: *mut ibv_cq_ex,
         attr: *mut ibv_poll_cq_attr,
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_next_poll__libfabric_sys_shim"]
+    #[link_name = "ibv_next_poll__libibverbs_sys_shim"]
     pub fn ibv_next_poll(cq: *mut ibv_cq_ex) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_end_poll__libfabric_sys_shim"]
+    #[link_name = "ibv_end_poll__libibverbs_sys_shim"]
     pub fn ibv_end_poll(cq: *mut ibv_cq_ex);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_opcode__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_opcode__libibverbs_sys_shim"]
     pub fn ibv_wc_read_opcode(cq: *mut ibv_cq_ex) -> ibv_wc_opcode;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_vendor_err__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_vendor_err__libibverbs_sys_shim"]
     pub fn ibv_wc_read_vendor_err(cq: *mut ibv_cq_ex) -> u32;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_byte_len__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_byte_len__libibverbs_sys_shim"]
     pub fn ibv_wc_read_byte_len(cq: *mut ibv_cq_ex) -> u32;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_imm_data__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_imm_data__libibverbs_sys_shim"]
     pub fn ibv_wc_read_imm_data(cq: *mut ibv_cq_ex) -> __be32;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_invalidated_rkey__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_invalidated_rkey__libibverbs_sys_shim"]
     pub fn ibv_wc_read_invalidated_rkey(cq: *mut ibv_cq_ex) -> u32;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_qp_num__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_qp_num__libibverbs_sys_shim"]
     pub fn ibv_wc_read_qp_num(cq: *mut ibv_cq_ex) -> u32;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_src_qp__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_src_qp__libibverbs_sys_shim"]
     pub fn ibv_wc_read_src_qp(cq: *mut ibv_cq_ex) -> u32;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_wc_flags__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_wc_flags__libibverbs_sys_shim"]
     pub fn ibv_wc_read_wc_flags(cq: *mut ibv_cq_ex) -> ::core::ffi::c_uint;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_slid__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_slid__libibverbs_sys_shim"]
     pub fn ibv_wc_read_slid(cq: *mut ibv_cq_ex) -> u32;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_sl__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_sl__libibverbs_sys_shim"]
     pub fn ibv_wc_read_sl(cq: *mut ibv_cq_ex) -> u8;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_dlid_path_bits__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_dlid_path_bits__libibverbs_sys_shim"]
     pub fn ibv_wc_read_dlid_path_bits(cq: *mut ibv_cq_ex) -> u8;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_completion_ts__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_completion_ts__libibverbs_sys_shim"]
     pub fn ibv_wc_read_completion_ts(cq: *mut ibv_cq_ex) -> u64;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_completion_wallclock_ns__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_completion_wallclock_ns__libibverbs_sys_shim"]
     pub fn ibv_wc_read_completion_wallclock_ns(cq: *mut ibv_cq_ex) -> u64;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_cvlan__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_cvlan__libibverbs_sys_shim"]
     pub fn ibv_wc_read_cvlan(cq: *mut ibv_cq_ex) -> u16;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_flow_tag__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_flow_tag__libibverbs_sys_shim"]
     pub fn ibv_wc_read_flow_tag(cq: *mut ibv_cq_ex) -> u32;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_wc_read_tm_info__libfabric_sys_shim"]
+    #[link_name = "ibv_wc_read_tm_info__libibverbs_sys_shim"]
     pub fn ibv_wc_read_tm_info(cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info);
 }
 unsafe extern "C" {
-    #[link_name = "ibv_post_wq_recv__libfabric_sys_shim"]
+    #[link_name = "ibv_post_wq_recv__libibverbs_sys_shim"]
     pub fn ibv_post_wq_recv(
         wq: *mut ibv_wq,
         recv_wr: *mut ibv_recv_wr,
@@ -3167,7 +3167,7 @@ impl Default for verbs_context {
     }
 }
 unsafe extern "C" {
-    #[link_name = "verbs_get_ctx__libfabric_sys_shim"]
+    #[link_name = "verbs_get_ctx__libibverbs_sys_shim"]
     pub fn verbs_get_ctx(ctx: *mut ibv_context) -> *mut verbs_context;
 }
 unsafe extern "C" {
@@ -3280,7 +3280,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "___ibv_query_port__libfabric_sys_shim"]
+    #[link_name = "___ibv_query_port__libibverbs_sys_shim"]
     pub fn ___ibv_query_port(
         context: *mut ibv_context,
         port_num: u8,
@@ -3308,7 +3308,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     /// ibv_query_gid_ex - Read a GID table entry
-    #[link_name = "ibv_query_gid_ex__libfabric_sys_shim"]
+    #[link_name = "ibv_query_gid_ex__libibverbs_sys_shim"]
     pub fn ibv_query_gid_ex(
         context: *mut ibv_context,
         port_num: u32,
@@ -3327,7 +3327,7 @@ unsafe extern "C" {
     ) -> isize;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_query_gid_table__libfabric_sys_shim"]
+    #[link_name = "ibv_query_gid_table__libibverbs_sys_shim"]
     pub fn ibv_query_gid_table(
         context: *mut ibv_context,
         entries: *mut ibv_gid_entry,
@@ -3361,34 +3361,34 @@ unsafe extern "C" {
     pub fn ibv_dealloc_pd(pd: *mut ibv_pd) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_create_flow__libfabric_sys_shim"]
+    #[link_name = "ibv_create_flow__libibverbs_sys_shim"]
     pub fn ibv_create_flow(qp: *mut ibv_qp, flow: *mut ibv_flow_attr) -> *mut ibv_flow;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_destroy_flow__libfabric_sys_shim"]
+    #[link_name = "ibv_destroy_flow__libibverbs_sys_shim"]
     pub fn ibv_destroy_flow(flow_id: *mut ibv_flow) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_create_flow_action_esp__libfabric_sys_shim"]
+    #[link_name = "ibv_create_flow_action_esp__libibverbs_sys_shim"]
     pub fn ibv_create_flow_action_esp(
         ctx: *mut ibv_context,
         esp: *mut ibv_flow_action_esp_attr,
     ) -> *mut ibv_flow_action;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_modify_flow_action_esp__libfabric_sys_shim"]
+    #[link_name = "ibv_modify_flow_action_esp__libibverbs_sys_shim"]
     pub fn ibv_modify_flow_action_esp(
         action: *mut ibv_flow_action,
         esp: *mut ibv_flow_action_esp_attr,
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_destroy_flow_action__libfabric_sys_shim"]
+    #[link_name = "ibv_destroy_flow_action__libibverbs_sys_shim"]
     pub fn ibv_destroy_flow_action(action: *mut ibv_flow_action) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     /// ibv_open_xrcd - Open an extended connection domain
-    #[link_name = "ibv_open_xrcd__libfabric_sys_shim"]
+    #[link_name = "ibv_open_xrcd__libibverbs_sys_shim"]
     pub fn ibv_open_xrcd(
         context: *mut ibv_context,
         xrcd_init_attr: *mut ibv_xrcd_init_attr,
@@ -3396,7 +3396,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     /// ibv_close_xrcd - Close an extended connection domain
-    #[link_name = "ibv_close_xrcd__libfabric_sys_shim"]
+    #[link_name = "ibv_close_xrcd__libibverbs_sys_shim"]
     pub fn ibv_close_xrcd(xrcd: *mut ibv_xrcd) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
@@ -3424,7 +3424,7 @@ unsafe extern "C" {
     ) -> *mut ibv_mr;
 }
 unsafe extern "C" {
-    #[link_name = "__ibv_reg_mr__libfabric_sys_shim"]
+    #[link_name = "__ibv_reg_mr__libibverbs_sys_shim"]
     pub fn __ibv_reg_mr(
         pd: *mut ibv_pd,
         addr: *mut ::core::ffi::c_void,
@@ -3445,7 +3445,7 @@ unsafe extern "C" {
     ) -> *mut ibv_mr;
 }
 unsafe extern "C" {
-    #[link_name = "__ibv_reg_mr_iova__libfabric_sys_shim"]
+    #[link_name = "__ibv_reg_mr_iova__libibverbs_sys_shim"]
     pub fn __ibv_reg_mr_iova(
         pd: *mut ibv_pd,
         addr: *mut ::core::ffi::c_void,
@@ -3489,22 +3489,22 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     /// ibv_alloc_mw - Allocate a memory window
-    #[link_name = "ibv_alloc_mw__libfabric_sys_shim"]
+    #[link_name = "ibv_alloc_mw__libibverbs_sys_shim"]
     pub fn ibv_alloc_mw(pd: *mut ibv_pd, type_: ibv_mw_type) -> *mut ibv_mw;
 }
 unsafe extern "C" {
     /// ibv_dealloc_mw - Free a memory window
-    #[link_name = "ibv_dealloc_mw__libfabric_sys_shim"]
+    #[link_name = "ibv_dealloc_mw__libibverbs_sys_shim"]
     pub fn ibv_dealloc_mw(mw: *mut ibv_mw) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     /// ibv_inc_rkey - Increase the 8 lsb in the given rkey
-    #[link_name = "ibv_inc_rkey__libfabric_sys_shim"]
+    #[link_name = "ibv_inc_rkey__libibverbs_sys_shim"]
     pub fn ibv_inc_rkey(rkey: u32) -> u32;
 }
 unsafe extern "C" {
     /// ibv_bind_mw - Bind a memory window to a region
-    #[link_name = "ibv_bind_mw__libfabric_sys_shim"]
+    #[link_name = "ibv_bind_mw__libibverbs_sys_shim"]
     pub fn ibv_bind_mw(
         qp: *mut ibv_qp,
         mw: *mut ibv_mw,
@@ -3528,7 +3528,7 @@ unsafe extern "C" {
  @flags - advice modifiers
  @sg_list - an array of memory ranges
  @num_sge - number of elements in the array*/
-    #[link_name = "ibv_advise_mr__libfabric_sys_shim"]
+    #[link_name = "ibv_advise_mr__libibverbs_sys_shim"]
     pub fn ibv_advise_mr(
         pd: *mut ibv_pd,
         advice: ib_uverbs_advise_mr_advice,
@@ -3541,7 +3541,7 @@ unsafe extern "C" {
     /** ibv_alloc_dm - Allocate device memory
  @context - Context DM will be attached to
  @attr - Attributes to allocate the DM with*/
-    #[link_name = "ibv_alloc_dm__libfabric_sys_shim"]
+    #[link_name = "ibv_alloc_dm__libibverbs_sys_shim"]
     pub fn ibv_alloc_dm(
         context: *mut ibv_context,
         attr: *mut ibv_alloc_dm_attr,
@@ -3550,7 +3550,7 @@ unsafe extern "C" {
 unsafe extern "C" {
     /** ibv_free_dm - Free device allocated memory
  @dm - The DM to free*/
-    #[link_name = "ibv_free_dm__libfabric_sys_shim"]
+    #[link_name = "ibv_free_dm__libibverbs_sys_shim"]
     pub fn ibv_free_dm(dm: *mut ibv_dm) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
@@ -3559,7 +3559,7 @@ unsafe extern "C" {
  @dm_offset - Offset in bytes from beginning of DM to start copy to/form
  @host_addr - Host memory address to copy to/from
  @length - Number of bytes to copy*/
-    #[link_name = "ibv_memcpy_to_dm__libfabric_sys_shim"]
+    #[link_name = "ibv_memcpy_to_dm__libibverbs_sys_shim"]
     pub fn ibv_memcpy_to_dm(
         dm: *mut ibv_dm,
         dm_offset: u64,
@@ -3568,7 +3568,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_memcpy_from_dm__libfabric_sys_shim"]
+    #[link_name = "ibv_memcpy_from_dm__libibverbs_sys_shim"]
     pub fn ibv_memcpy_from_dm(
         host_addr: *mut ::core::ffi::c_void,
         dm: *mut ibv_dm,
@@ -3577,7 +3577,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_alloc_null_mr__libfabric_sys_shim"]
+    #[link_name = "ibv_alloc_null_mr__libibverbs_sys_shim"]
     pub fn ibv_alloc_null_mr(pd: *mut ibv_pd) -> *mut ibv_mr;
 }
 unsafe extern "C" {
@@ -3587,7 +3587,7 @@ unsafe extern "C" {
  @dm_offset - Offset in bytes from beginning of DM to start registration from
  @length - Number of bytes to register
  @access - memory region access flags*/
-    #[link_name = "ibv_reg_dm_mr__libfabric_sys_shim"]
+    #[link_name = "ibv_reg_dm_mr__libibverbs_sys_shim"]
     pub fn ibv_reg_dm_mr(
         pd: *mut ibv_pd,
         dm: *mut ibv_dm,
@@ -3617,7 +3617,7 @@ unsafe extern "C" {
     /** ibv_create_cq_ex - Create a completion queue
  @context - Context CQ will be attached to
  @cq_attr - Attributes to create the CQ with*/
-    #[link_name = "ibv_create_cq_ex__libfabric_sys_shim"]
+    #[link_name = "ibv_create_cq_ex__libibverbs_sys_shim"]
     pub fn ibv_create_cq_ex(
         context: *mut ibv_context,
         cq_attr: *mut ibv_cq_init_attr_ex,
@@ -3675,7 +3675,7 @@ unsafe extern "C" {
  number of completions returned.  If the return value is
  non-negative and strictly less than num_entries, then the CQ was
  emptied.*/
-    #[link_name = "ibv_poll_cq__libfabric_sys_shim"]
+    #[link_name = "ibv_poll_cq__libibverbs_sys_shim"]
     pub fn ibv_poll_cq(
         cq: *mut ibv_cq,
         num_entries: ::core::ffi::c_int,
@@ -3690,14 +3690,14 @@ unsafe extern "C" {
  @solicited_only: If non-zero, an event will be generated only for
    the next solicited CQ entry.  If zero, any CQ entry, solicited or
    not, will generate an event.*/
-    #[link_name = "ibv_req_notify_cq__libfabric_sys_shim"]
+    #[link_name = "ibv_req_notify_cq__libibverbs_sys_shim"]
     pub fn ibv_req_notify_cq(
         cq: *mut ibv_cq,
         solicited_only: ::core::ffi::c_int,
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_modify_cq__libfabric_sys_shim"]
+    #[link_name = "ibv_modify_cq__libibverbs_sys_shim"]
     pub fn ibv_modify_cq(
         cq: *mut ibv_cq,
         attr: *mut ibv_modify_cq_attr,
@@ -3719,7 +3719,7 @@ unsafe extern "C" {
     ) -> *mut ibv_srq;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_create_srq_ex__libfabric_sys_shim"]
+    #[link_name = "ibv_create_srq_ex__libibverbs_sys_shim"]
     pub fn ibv_create_srq_ex(
         context: *mut ibv_context,
         srq_init_attr_ex: *mut ibv_srq_init_attr_ex,
@@ -3753,7 +3753,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_get_srq_num__libfabric_sys_shim"]
+    #[link_name = "ibv_get_srq_num__libibverbs_sys_shim"]
     pub fn ibv_get_srq_num(srq: *mut ibv_srq, srq_num: *mut u32) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
@@ -3767,7 +3767,7 @@ unsafe extern "C" {
  @recv_wr: A list of work requests to post on the receive queue.
  @bad_recv_wr: On an immediate failure, this parameter will reference
    the work request that failed to be posted on the QP.*/
-    #[link_name = "ibv_post_srq_recv__libfabric_sys_shim"]
+    #[link_name = "ibv_post_srq_recv__libibverbs_sys_shim"]
     pub fn ibv_post_srq_recv(
         srq: *mut ibv_srq,
         recv_wr: *mut ibv_recv_wr,
@@ -3775,7 +3775,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_post_srq_ops__libfabric_sys_shim"]
+    #[link_name = "ibv_post_srq_ops__libibverbs_sys_shim"]
     pub fn ibv_post_srq_ops(
         srq: *mut ibv_srq,
         op: *mut ibv_ops_wr,
@@ -3790,7 +3790,7 @@ unsafe extern "C" {
     ) -> *mut ibv_qp;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_create_qp_ex__libfabric_sys_shim"]
+    #[link_name = "ibv_create_qp_ex__libibverbs_sys_shim"]
     pub fn ibv_create_qp_ex(
         context: *mut ibv_context,
         qp_init_attr_ex: *mut ibv_qp_init_attr_ex,
@@ -3798,7 +3798,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     /// ibv_alloc_td - Allocate a thread domain
-    #[link_name = "ibv_alloc_td__libfabric_sys_shim"]
+    #[link_name = "ibv_alloc_td__libibverbs_sys_shim"]
     pub fn ibv_alloc_td(
         context: *mut ibv_context,
         init_attr: *mut ibv_td_init_attr,
@@ -3806,12 +3806,12 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     /// ibv_dealloc_td - Free a thread domain
-    #[link_name = "ibv_dealloc_td__libfabric_sys_shim"]
+    #[link_name = "ibv_dealloc_td__libibverbs_sys_shim"]
     pub fn ibv_dealloc_td(td: *mut ibv_td) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
     /// ibv_alloc_parent_domain - Allocate a parent domain
-    #[link_name = "ibv_alloc_parent_domain__libfabric_sys_shim"]
+    #[link_name = "ibv_alloc_parent_domain__libibverbs_sys_shim"]
     pub fn ibv_alloc_parent_domain(
         context: *mut ibv_context,
         attr: *mut ibv_parent_domain_init_attr,
@@ -3821,7 +3821,7 @@ unsafe extern "C" {
     /** ibv_query_rt_values_ex - Get current real time @values of a device.
  @values - in/out - defines the attributes we need to query/queried.
  (Or's bits of enum ibv_values_mask on values->comp_mask field)*/
-    #[link_name = "ibv_query_rt_values_ex__libfabric_sys_shim"]
+    #[link_name = "ibv_query_rt_values_ex__libibverbs_sys_shim"]
     pub fn ibv_query_rt_values_ex(
         context: *mut ibv_context,
         values: *mut ibv_values_ex,
@@ -3829,7 +3829,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     /// ibv_query_device_ex - Get extended device properties
-    #[link_name = "ibv_query_device_ex__libfabric_sys_shim"]
+    #[link_name = "ibv_query_device_ex__libibverbs_sys_shim"]
     pub fn ibv_query_device_ex(
         context: *mut ibv_context,
         input: *const ibv_query_device_ex_input,
@@ -3838,7 +3838,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     /// ibv_open_qp - Open a shareable queue pair.
-    #[link_name = "ibv_open_qp__libfabric_sys_shim"]
+    #[link_name = "ibv_open_qp__libibverbs_sys_shim"]
     pub fn ibv_open_qp(
         context: *mut ibv_context,
         qp_open_attr: *mut ibv_qp_open_attr,
@@ -3856,7 +3856,7 @@ unsafe extern "C" {
     /** ibv_modify_qp_rate_limit - Modify a queue pair rate limit values
  @qp - QP object to modify
  @attr - Attributes to configure the rate limiting values of the QP*/
-    #[link_name = "ibv_modify_qp_rate_limit__libfabric_sys_shim"]
+    #[link_name = "ibv_modify_qp_rate_limit__libibverbs_sys_shim"]
     pub fn ibv_modify_qp_rate_limit(
         qp: *mut ibv_qp,
         attr: *mut ibv_qp_rate_limit_attr,
@@ -3900,32 +3900,32 @@ unsafe extern "C" {
     pub fn ibv_destroy_qp(qp: *mut ibv_qp) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_create_wq__libfabric_sys_shim"]
+    #[link_name = "ibv_create_wq__libibverbs_sys_shim"]
     pub fn ibv_create_wq(
         context: *mut ibv_context,
         wq_init_attr: *mut ibv_wq_init_attr,
     ) -> *mut ibv_wq;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_modify_wq__libfabric_sys_shim"]
+    #[link_name = "ibv_modify_wq__libibverbs_sys_shim"]
     pub fn ibv_modify_wq(
         wq: *mut ibv_wq,
         wq_attr: *mut ibv_wq_attr,
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_destroy_wq__libfabric_sys_shim"]
+    #[link_name = "ibv_destroy_wq__libibverbs_sys_shim"]
     pub fn ibv_destroy_wq(wq: *mut ibv_wq) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_create_rwq_ind_table__libfabric_sys_shim"]
+    #[link_name = "ibv_create_rwq_ind_table__libibverbs_sys_shim"]
     pub fn ibv_create_rwq_ind_table(
         context: *mut ibv_context,
         init_attr: *mut ibv_rwq_ind_table_init_attr,
     ) -> *mut ibv_rwq_ind_table;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_destroy_rwq_ind_table__libfabric_sys_shim"]
+    #[link_name = "ibv_destroy_rwq_ind_table__libibverbs_sys_shim"]
     pub fn ibv_destroy_rwq_ind_table(
         rwq_ind_table: *mut ibv_rwq_ind_table,
     ) -> ::core::ffi::c_int;
@@ -3935,7 +3935,7 @@ unsafe extern "C" {
 
  If IBV_SEND_INLINE flag is set, the data buffers can be reused
  immediately after the call returns.*/
-    #[link_name = "ibv_post_send__libfabric_sys_shim"]
+    #[link_name = "ibv_post_send__libibverbs_sys_shim"]
     pub fn ibv_post_send(
         qp: *mut ibv_qp,
         wr: *mut ibv_send_wr,
@@ -3944,7 +3944,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     /// ibv_post_recv - Post a list of work requests to a receive queue.
-    #[link_name = "ibv_post_recv__libfabric_sys_shim"]
+    #[link_name = "ibv_post_recv__libibverbs_sys_shim"]
     pub fn ibv_post_recv(
         qp: *mut ibv_qp,
         wr: *mut ibv_recv_wr,
@@ -4055,22 +4055,22 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_is_qpt_supported__libfabric_sys_shim"]
+    #[link_name = "ibv_is_qpt_supported__libibverbs_sys_shim"]
     pub fn ibv_is_qpt_supported(caps: u32, qpt: ibv_qp_type) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_create_counters__libfabric_sys_shim"]
+    #[link_name = "ibv_create_counters__libibverbs_sys_shim"]
     pub fn ibv_create_counters(
         context: *mut ibv_context,
         init_attr: *mut ibv_counters_init_attr,
     ) -> *mut ibv_counters;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_destroy_counters__libfabric_sys_shim"]
+    #[link_name = "ibv_destroy_counters__libibverbs_sys_shim"]
     pub fn ibv_destroy_counters(counters: *mut ibv_counters) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_attach_counters_point_flow__libfabric_sys_shim"]
+    #[link_name = "ibv_attach_counters_point_flow__libibverbs_sys_shim"]
     pub fn ibv_attach_counters_point_flow(
         counters: *mut ibv_counters,
         attr: *mut ibv_counter_attach_attr,
@@ -4078,7 +4078,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_read_counters__libfabric_sys_shim"]
+    #[link_name = "ibv_read_counters__libibverbs_sys_shim"]
     pub fn ibv_read_counters(
         counters: *mut ibv_counters,
         counters_value: *mut u64,
@@ -4087,7 +4087,7 @@ unsafe extern "C" {
     ) -> ::core::ffi::c_int;
 }
 unsafe extern "C" {
-    #[link_name = "ibv_flow_label_to_udp_sport__libfabric_sys_shim"]
+    #[link_name = "ibv_flow_label_to_udp_sport__libibverbs_sys_shim"]
     pub fn ibv_flow_label_to_udp_sport(fl: u32) -> u16;
 }
 unsafe extern "C" {
