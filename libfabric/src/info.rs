@@ -67,7 +67,12 @@ bitflags! {
         /// `FI_RX_CQ_DATA`
         const RX_CQ_DATA = sys::FI_RX_CQ_DATA;
         /// `FI_LOCAL_MR`: deprecated since libfabric 1.5 (replaced by the
-        /// `FI_MR_LOCAL` registration mode) and by 2.0.
+        /// `FI_MR_LOCAL` registration mode) and by 2.0 (`#[deprecated]`
+        /// when built against 2.x headers).
+        #[cfg_attr(
+            libfabric_2,
+            deprecated(note = "libfabric 2.x deprecates FI_LOCAL_MR: use the FI_MR_LOCAL registration mode")
+        )]
         const LOCAL_MR = sys::FI_LOCAL_MR;
         /// `FI_ASYNC_IOV`
         const ASYNC_IOV = sys::FI_ASYNC_IOV;
