@@ -987,3 +987,55 @@ fn yield_waits_are_refused() {
         Err(Error::UnsupportedWait { .. })
     ));
 }
+
+#[test]
+fn wait_objects_given_as_raw_values_get_the_checks_of_their_names() {
+    use libfabric::wait::trywait;
+    let (fabric, domain, _) = fabric_domain();
+    let ms = Some(Duration::from_millis(1));
+    // Other(0) is FI_WAIT_NONE: it passed the checks of WaitObj::None, and
+    // fi_trywait and sread on it crashed rxm, rxd and shm.
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Other(0))).unwrap();
+    assert_eq!(cq.wait_obj(), WaitObj::None);
+    assert!(matches!(
+        trywait(&fabric, &[&cq]),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    let mut entries: [MsgEntry; 1] = Default::default();
+    assert!(matches!(
+        cq.sread(&mut entries, ms),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Other(0))).unwrap();
+    assert_eq!(eq.wait_obj(), WaitObj::None);
+    assert!(matches!(
+        trywait(&fabric, &[&eq]),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    assert!(matches!(
+        eq.sread(&mut EventBuf::new(), ms),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    // Other(2) is FI_WAIT_SET with no set (sockets' CQ open crashed),
+    // Other(5) FI_WAIT_YIELD (an sread hung on shm), 1234 no wait object
+    // at all: each refused before the provider sees it, as a wait set too.
+    for raw in [2, 5, 1234] {
+        let other = WaitObj::Other(raw);
+        let e = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(other)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedWait { .. }), "{raw}: {e}");
+        let e = EventQueue::open(&fabric, &EqAttr::new().wait(other)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedWait { .. }), "{raw}: {e}");
+    }
+    for raw in [0, 2, 5, 1234] {
+        let e = WaitSet::open(&fabric, WaitObj::Other(raw)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedWait { .. }), "{raw}: {e}");
+    }
+    // A wait object libfabric names may still be spelled as its number.
+    let fd = libfabric::sys::FI_WAIT_FD;
+    let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Other(fd))).unwrap();
+    assert_eq!(eq.wait_obj(), WaitObj::Fd);
+    assert!(matches!(
+        eq.sread(&mut EventBuf::new(), ms),
+        Ok(Read::TimedOut)
+    ));
+}
