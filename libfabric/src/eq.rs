@@ -211,6 +211,20 @@ impl EqInner {
             .push(pep);
     }
 
+    /// Tells the endpoint an `FI_CONNECTED` (`connected`) or `FI_SHUTDOWN`
+    /// names that the provider has set up, or ended, its connection: sends
+    /// wait for the first (tcp's transmit path calls a header hook it sets
+    /// only when the connection response arrives,
+    /// `prov/tcp/src/tcpx_conn_mgr.c` 351, before it queues `FI_CONNECTED`
+    /// at 297). Read or peeked, the event means the same.
+    fn connection_event(&self, fid: Fid, connected: bool) {
+        if let Some((RegisteredObject::Endpoint(weak), _)) = self.registry.find(fid) {
+            if let Some(ep) = weak.upgrade() {
+                ep.connection_event(connected);
+            }
+        }
+    }
+
     fn find_passive(&self, fid: Fid) -> Option<Arc<PepCore>> {
         self.peps
             .lock()
@@ -950,10 +964,12 @@ pub(crate) fn decode<'b>(
                 // application is its to free.
                 drop(Info::from_raw(info));
             }
+            eq.connection_event(fid, true);
             Event::Connected(CmEntry { fid, data })
         }
         sys::FI_SHUTDOWN => {
             let (fid, _, data) = cm()?;
+            eq.connection_event(fid, false);
             Event::Shutdown(CmEntry { fid, data })
         }
         other => Event::Unknown {

@@ -1039,3 +1039,136 @@ fn wait_objects_given_as_raw_values_get_the_checks_of_their_names() {
         Ok(Read::TimedOut)
     ));
 }
+
+/// Every send a connected endpoint has, each expected to be refused with
+/// [`Error::State`] and to hand its buffer back.
+fn sends_are_refused(ep: &Endpoint, pool: &BufferPool, when: &str) {
+    let e = ep.send(pool.take().unwrap(), 8).unwrap_err();
+    assert!(matches!(e.error, Error::State { .. }), "{when}: {e}");
+    if ep.info().caps().contains(Caps::TAGGED) {
+        let e = ep.tsend(e.buffer, 8, 1, Addr::UNSPEC).unwrap_err();
+        assert!(matches!(e.error, Error::State { .. }), "{when}: {e}");
+    }
+    if ep.info().cq_data_size() > 0 {
+        let e = ep
+            .send_data(pool.take().unwrap(), 8, 1, Addr::UNSPEC)
+            .unwrap_err();
+        assert!(matches!(e.error, Error::State { .. }), "{when}: {e}");
+    }
+    assert!(
+        matches!(ep.inject(b"abc", Addr::UNSPEC), Err(Error::State { .. })),
+        "{when}: inject"
+    );
+}
+
+#[test]
+fn sends_before_the_connection_is_established_are_refused() {
+    // tcp's transmit path calls a header hook set only when the connection
+    // response arrives: a send or inject on an endpoint never connected, or
+    // right after fi_connect, crashed.
+    skip_unless_msg!();
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let pool = BufferPool::new(&domain, 4, 64).unwrap();
+    let client_eq = fd_eq(&fabric);
+    let client = enabled_client(&domain, &client_eq, &pep);
+    sends_are_refused(&client, &pool, "enabled, never connected");
+    client.connect(b"").unwrap();
+    sends_are_refused(&client, &pool, "connecting");
+    let Ev::ConnReq { request, .. } =
+        next_event(&server_eq, &[&client_eq], Duration::from_secs(10))
+    else {
+        panic!("expected a CONNREQ")
+    };
+    // The accepting side: opened from the request, then accepted, and not
+    // connected before its FI_CONNECTED is read.
+    let sdomain = Domain::open(&fabric, request.info()).unwrap();
+    let scq = CompletionQueue::<Msg>::open(&sdomain, &CqAttr::new()).unwrap();
+    let server = Endpoint::from_request(&sdomain, request).unwrap();
+    server.bind_eq(&server_eq).unwrap();
+    server
+        .bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV)
+        .unwrap();
+    server.enable().unwrap();
+    let spool = BufferPool::new(&sdomain, 4, 64).unwrap();
+    sends_are_refused(&server, &spool, "opened from a request, not accepted");
+    // Receives may be posted before the connection is up.
+    server.recv(spool.take().unwrap()).unwrap();
+    server.accept(b"").unwrap();
+    sends_are_refused(&server, &spool, "accepted, FI_CONNECTED not read");
+    let ev = next_event(&client_eq, &[&server_eq], Duration::from_secs(10));
+    assert!(matches!(ev, Ev::Connected { .. }), "client: {ev:?}");
+    let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
+    assert!(matches!(ev, Ev::Connected { .. }), "server: {ev:?}");
+    // Connected: an inject goes through, into the receive posted before.
+    client.inject(b"abc", Addr::UNSPEC).unwrap();
+    let mut entries: [MsgEntry; 1] = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let rx = loop {
+        if let CqRead::Completions(done) = scq.read(&mut entries).unwrap() {
+            assert_eq!(done[0].len(), 3);
+            break spool.reclaim(&mut done[0]).expect("the receive's buffer");
+        }
+        let _ = client_eq.peek(&mut EventBuf::new());
+        assert!(Instant::now() < deadline, "the inject never arrived");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(&rx[..3], b"abc");
+    client.shutdown().unwrap();
+    sends_are_refused(&client, &pool, "shut down");
+}
+
+#[test]
+fn sends_after_a_refused_connection_are_refused() {
+    // tcp: fi_connect to a port nobody listens on succeeds and the refusal
+    // arrives as an error entry; a shutdown and a send then crashed.
+    // sockets refuses at once.
+    skip_unless_msg!();
+    let (fabric, domain, _) = fabric_domain();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let info = first(
+        msg_hints()
+            .node("127.0.0.1")
+            .unwrap()
+            .service(&port.to_string())
+            .unwrap(),
+    );
+    let eq = fd_eq(&fabric);
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    let ep = Endpoint::open(&domain, &info).unwrap();
+    ep.bind_eq(&eq).unwrap();
+    ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep.enable().unwrap();
+    let pool = BufferPool::new(&domain, 4, 64).unwrap();
+    match ep.connect(b"") {
+        Ok(()) => {
+            let ev = next_event(&eq, &[], Duration::from_secs(10));
+            assert!(
+                matches!(
+                    ev,
+                    Ev::Error {
+                        err: Errno::ConnRefused,
+                        ..
+                    }
+                ),
+                "{ev:?}"
+            );
+            sends_are_refused(&ep, &pool, "refused");
+            ep.shutdown().unwrap();
+            ep.shutdown().unwrap();
+        }
+        Err(e) => {
+            // Refused at once: the endpoint is idle again, so there is
+            // nothing to shut down, and it may connect again.
+            assert_eq!(e.errno(), Some(Errno::ConnRefused), "{e}");
+            assert!(matches!(ep.shutdown(), Err(Error::State { .. })));
+            let again = ep.connect(b"").unwrap_err();
+            assert_eq!(again.errno(), Some(Errno::ConnRefused), "{again}");
+        }
+    }
+    sends_are_refused(&ep, &pool, "refused, then shut down");
+}
