@@ -512,6 +512,23 @@ pub(crate) struct CqInner {
     signals_reported: AtomicU64,
     /// The context the queue was opened with.
     pub(crate) id: u64,
+    /// Slot tables of buffers taken back from endpoints that closed while
+    /// bound to this queue: completions naming their contexts may still be
+    /// queued here, so their addresses are not given to a newer pool until
+    /// the queue is closed.
+    kept: std::sync::Mutex<Vec<Arc<crate::buffer::SlotTable>>>,
+}
+
+impl CqInner {
+    /// Keeps `tables` (see `kept`).
+    pub(crate) fn keep_slot_tables(&self, tables: &[Arc<crate::buffer::SlotTable>]) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        for t in tables {
+            if !kept.iter().any(|k| Arc::ptr_eq(k, t)) {
+                kept.push(t.clone());
+            }
+        }
+    }
 }
 
 /// An open completion queue of format `F`. Cloning gives another handle;
@@ -612,6 +629,7 @@ impl<F: Format> CompletionQueue<F> {
                 signals: AtomicU64::new(0),
                 signals_reported: AtomicU64::new(0),
                 id,
+                kept: std::sync::Mutex::new(Vec::new()),
             }),
             _format: PhantomData,
         })

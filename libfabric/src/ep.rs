@@ -96,7 +96,7 @@ use libfabric_sys::fabric as sys;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 bitflags! {
@@ -160,6 +160,8 @@ struct PendingAccept {
 
 pub(crate) struct EpInner {
     pub(crate) fid: OwnedFid<sys::fid_ep>,
+    /// A process-unique id, recorded with each buffer posted on it.
+    id: u64,
     info: Info,
     state: AtomicU32,
     connectionless: bool,
@@ -249,6 +251,16 @@ impl Drop for EpInner {
         }
         if let Some(av) = self.av.get() {
             av.unbound();
+        }
+        // Closed: buffers it still had in flight that the provider dropped
+        // without a completion come back to their pools now. Its CQs keep
+        // the slot tables while stale completions may name them.
+        let kept = crate::buffer::reclaim_closed_endpoint(&self.domain, self.id);
+        if !kept.is_empty() {
+            let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
+            for cq in bound.tx.iter().chain(bound.rx.iter()) {
+                cq.keep_slot_tables(&kept);
+            }
         }
     }
 }
@@ -413,11 +425,11 @@ pub fn socket_addr(bytes: &[u8]) -> Option<SocketAddr> {
 }
 
 macro_rules! post {
-    ($call:literal, $buffer:ident, |$p:ident| $body:expr) => {{
-        let $p = $buffer.post_parts();
+    ($ep:expr, $call:literal, $buffer:ident, |$p:ident| $body:expr) => {{
         // In flight before the call: the completion can be read, and the
         // buffer reclaimed, by another thread before the call returns.
-        let posted = $buffer.into_flight();
+        let posted = $buffer.into_flight($ep.inner.id);
+        let $p = posted.parts();
         // SAFETY: fi_msg(3)/fi_tagged(3): the endpoint is enabled with a CQ
         // bound for this direction and the capability granted, and any
         // address is a live entry of its AV (checked by the caller); the
@@ -629,9 +641,13 @@ impl Endpoint {
             },
             None => None,
         };
+        // 56 bits: the rest of a slot's state word.
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) & ((1 << 56) - 1);
         Ok(Endpoint {
             inner: Arc::new(EpInner {
                 fid,
+                id,
                 connectionless: ep_type != EpType::Msg,
                 inject_size: info.inject_size(),
                 cq_data_size: info.cq_data_size(),
@@ -1043,7 +1059,7 @@ impl Endpoint {
             Err(error) => return Err(PostError { error, buffer }),
         };
         let len = buffer.len();
-        post!("fi_recv", buffer, |p| sys::fi_recv(
+        post!(self, "fi_recv", buffer, |p| sys::fi_recv(
             self.raw(),
             p.addr,
             len,
@@ -1088,7 +1104,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!("fi_send", buffer, |p| sys::fi_send(
+        post!(self, "fi_send", buffer, |p| sys::fi_send(
             self.raw(),
             p.addr,
             len,
@@ -1117,7 +1133,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!("fi_senddata", buffer, |p| sys::fi_senddata(
+        post!(self, "fi_senddata", buffer, |p| sys::fi_senddata(
             self.raw(),
             p.addr,
             len,
@@ -1153,7 +1169,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!("fi_tsend", buffer, |p| sys::fi_tsend(
+        post!(self, "fi_tsend", buffer, |p| sys::fi_tsend(
             self.raw(),
             p.addr,
             len,
@@ -1176,7 +1192,7 @@ impl Endpoint {
             Err(error) => return Err(PostError { error, buffer }),
         };
         let len = buffer.len();
-        post!("fi_trecv", buffer, |p| sys::fi_trecv(
+        post!(self, "fi_trecv", buffer, |p| sys::fi_trecv(
             self.raw(),
             p.addr,
             len,
@@ -1219,6 +1235,12 @@ impl Endpoint {
 
     /// Closes the endpoint now, returning its error; [`Error::InUse`] while
     /// other handles exist, in which case it is handed back.
+    ///
+    /// Buffers still posted on it come back to their pools once it is
+    /// closed (whether or not the provider reports them: tcp and shm flush
+    /// them as `FI_ECANCELED` error completions, sockets, rxm and rxd drop
+    /// them); a completion of one of them read afterwards hands out no
+    /// buffer. The same happens when the last handle is dropped.
     pub fn close(self) -> CloseResult<Self> {
         close_last(
             self.inner,

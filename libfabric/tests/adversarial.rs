@@ -1172,3 +1172,93 @@ fn sends_after_a_refused_connection_are_refused() {
     }
     sends_are_refused(&ep, &pool, "refused, then shut down");
 }
+
+/// An enabled endpoint of the suite's provider bound to `cq`, with an EQ
+/// (MSG) or an AV (RDM) and nothing else; receives may be posted on it.
+fn receiving_endpoint(
+    fabric: &Fabric,
+    domain: &Domain,
+    info: &Info,
+    cq: &CompletionQueue<Tagged>,
+) -> Endpoint {
+    let ep = Endpoint::open(domain, info).unwrap();
+    if info.ep_type() == EpType::Msg {
+        ep.bind_eq(&fd_eq(fabric)).unwrap();
+    } else {
+        ep.bind_av(&AddressVector::open(domain, AvType::Table, 4).unwrap())
+            .unwrap();
+    }
+    ep.bind_cq(cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep.enable().unwrap();
+    ep
+}
+
+/// Reads `cq` until it is empty; returns how many error entries (flushed
+/// operations) it held, each checked to hand out no buffer of `pool`.
+fn flushed_entries_hand_out_nothing(cq: &CompletionQueue<Tagged>, pool: &BufferPool) -> usize {
+    let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
+    let mut errbuf = ErrDataBuf::new();
+    let mut flushed = 0;
+    loop {
+        match cq.read(&mut entries).unwrap() {
+            CqRead::ErrorPending => {
+                let mut err = cq.read_err(&mut errbuf).unwrap().expect("an error entry");
+                assert_eq!(err.err, Errno::Canceled, "{err:?}");
+                assert!(
+                    pool.reclaim_err(&mut err).is_none(),
+                    "a flushed operation of a closed endpoint hands out no buffer"
+                );
+                flushed += 1;
+            }
+            CqRead::Completions(done) => panic!("unexpected completions {done:?}"),
+            _ => return flushed,
+        }
+    }
+}
+
+#[test]
+fn buffers_in_flight_on_a_closed_endpoint_come_back() {
+    // sockets, tcp;ofi_rxm and udp;ofi_rxd drop the receives posted on an
+    // endpoint that closes, without a completion: their buffers never came
+    // back, and kept the pool, its MR, the domain and the fabric open.
+    let (fabric, domain, info) = fabric_domain();
+    let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let pool = BufferPool::new(&domain, 4, 64).unwrap();
+    let first = receiving_endpoint(&fabric, &domain, &info, &cq);
+    first.recv(pool.take().unwrap()).unwrap();
+    first.recv(pool.take().unwrap()).unwrap();
+    drop(first);
+    // Back at the close, whether or not the provider flushed them.
+    let all: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+    assert_eq!(
+        all.len(),
+        4,
+        "every slot is back once the endpoint is closed"
+    );
+    // Posted again, on a second endpoint of the same queue: completions the
+    // close flushed (tcp and shm report them as FI_ECANCELED) name the
+    // first posts and must not hand out the buffers now in flight.
+    let second = receiving_endpoint(&fabric, &domain, &info, &cq);
+    for buf in all {
+        second.recv(buf).unwrap();
+    }
+    let flushed = flushed_entries_hand_out_nothing(&cq, &pool);
+    println!("provider {}: {flushed} flushed receive(s) read", provider());
+    assert!(
+        pool.take().is_none(),
+        "all four are in flight on the second"
+    );
+    second.close().unwrap();
+    flushed_entries_hand_out_nothing(&cq, &pool);
+    let back: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+    assert!(!back.is_empty(), "the second endpoint's buffers came back");
+    drop(back);
+    // Nothing keeps the objects open: they close, in order, leaking nothing.
+    let closing = receiving_endpoint(&fabric, &domain, &info, &cq);
+    closing.recv(pool.take().unwrap()).unwrap();
+    drop(pool);
+    drop(closing);
+    cq.close().expect("the completion queue closes");
+    domain.close().expect("no buffer keeps the domain open");
+    fabric.close().expect("no buffer keeps the fabric open");
+}
