@@ -411,7 +411,17 @@ impl std::fmt::Debug for Waiter<'_> {
 impl<'q> Waiter<'q> {
     /// Collects the fids and wait fds of `queues`, which must all be
     /// `FI_WAIT_FD` queues of `fabric`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no queue at all (nothing could ever
+    /// wake a wait without a timeout) or a queue of another fabric;
+    /// [`Error::WrongWaitMode`] for a queue without a wait fd.
     pub fn new(fabric: &Fabric, queues: &[&'q dyn Waitable]) -> Result<Self> {
+        if queues.is_empty() {
+            return Err(Error::InvalidArgument(
+                "Waiter: no queue to wait on (a wait without a timeout would never return)".into(),
+            ));
+        }
         let mut fids = Vec::with_capacity(queues.len());
         let mut eqs = Vec::new();
         let mut pollfds = Vec::with_capacity(queues.len());

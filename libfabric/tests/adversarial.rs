@@ -129,7 +129,8 @@ fn error_text_of_codes_glibc_does_not_know_is_owned() {
 #[test]
 fn a_waiter_keeps_its_fabric_open() {
     let (fabric, _) = fabric();
-    let mut waiter = Waiter::new(&fabric, &[]).unwrap();
+    let eq = fd_eq(&fabric);
+    let mut waiter = Waiter::new(&fabric, &[&eq]).unwrap();
     // The waiter is another user of the fabric: close hands it back.
     let fabric = match fabric.close() {
         Err((f, Error::InUse { .. })) => f,
@@ -1261,4 +1262,14 @@ fn buffers_in_flight_on_a_closed_endpoint_come_back() {
     cq.close().expect("the completion queue closes");
     domain.close().expect("no buffer keeps the domain open");
     fabric.close().expect("no buffer keeps the fabric open");
+}
+
+#[test]
+fn a_waiter_over_no_queue_is_refused() {
+    // With nothing to wait on, wait(None) blocked for ever.
+    let (fabric, _) = fabric();
+    assert!(matches!(
+        Waiter::new(&fabric, &[]),
+        Err(Error::InvalidArgument(_))
+    ));
 }
