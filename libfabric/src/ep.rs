@@ -207,11 +207,11 @@ impl EpInner {
     /// `FI_CONNECTED` counts only after this endpoint's own `fi_connect` or
     /// `fi_accept`: an event still queued for an endpoint that closed, at
     /// whose address this one was opened, cannot mark an idle endpoint
-    /// connected. (tcp and verbs remove a closing endpoint's events,
-    /// `prov/tcp/src/tcpx_ep.c` 626 and `prov/verbs/src/verbs_ep.c` 546 in
-    /// 1.17; on sockets, the other MSG provider, a send before its
-    /// connection is up looks the connection up or fails with
-    /// `-FI_ENOENT`, `prov/sockets/src/sock_ep.c` 1854-1895.)
+    /// connected. (The MSG providers remove a closing endpoint's events
+    /// anyway: `prov/tcp/src/tcpx_ep.c` 626, `prov/verbs/src/verbs_ep.c`
+    /// 546, `prov/sockets/src/sock_ep.c` 691-699 in 1.17; and a sockets
+    /// send before its connection is up looks the connection up or fails
+    /// with `-FI_ENOENT`, `sock_ep.c` 1854-1895.)
     pub(crate) fn connection_event(&self, connected: bool) {
         if !connected {
             self.state.fetch_or(DISCONNECTED, Ordering::AcqRel);
