@@ -363,7 +363,7 @@ fn a_peer_killed_mid_traffic_is_detected_and_the_listener_accepts_again() {
     );
 
     // Everything of the dead connection closes cleanly: closing the endpoint
-    // flushes the receives still posted, which hand their buffers back.
+    // hands back the buffers of the receives still posted.
     let Server {
         domain,
         cq,
@@ -373,10 +373,12 @@ fn a_peer_killed_mid_traffic_is_detected_and_the_listener_accepts_again() {
     ep.close()
         .expect("close the endpoint of the dead connection");
     let outstanding = WINDOW - seen.failed - drained;
-    let (flushed, completed) = reclaim_flushed(&cq, &pool, outstanding, Duration::from_secs(10));
-    assert_eq!((flushed, completed), (outstanding, 0));
+    assert_pool_whole(&pool, WINDOW);
+    let flushed = read_flushed_of_closed(&cq, &pool);
+    assert!(flushed <= outstanding, "{flushed} flushed of {outstanding}");
     println!(
-        "closing the endpoint flushed the {flushed} receives still posted; every buffer is back"
+        "closing the endpoint handed back the {outstanding} receives still posted (the provider \
+         flushed {flushed}); every buffer is back"
     );
     assert_pool_whole(&pool, WINDOW);
     drop(pool);

@@ -166,16 +166,16 @@ fn a_panic_with_operations_in_flight_loses_no_buffer() {
         "the posted buffers still belong to the provider"
     );
 
-    // Closing the endpoint flushes the receives; their error completions
-    // hand the buffers back.
+    // Closing the endpoint hands the buffers back, whether or not the
+    // provider flushes the receives.
     // (The server endpoint closes first.)
     pair.close(|server_cq, server_pool, client_pool| {
-        let (flushed, completed) =
-            reclaim_flushed(server_cq, server_pool, SLOTS, Duration::from_secs(10));
-        assert_eq!((flushed, completed), (SLOTS, 0));
+        assert_pool_whole(server_pool, SLOTS);
+        let flushed = read_flushed_of_closed(server_cq, server_pool);
+        assert!(flushed <= SLOTS, "{flushed} flushed of {SLOTS}");
         println!(
-            "panicked with {SLOTS} receives in flight; closing the endpoint flushed {flushed}, each \
-             handed its buffer back"
+            "panicked with {SLOTS} receives in flight; closing the endpoint handed every buffer \
+             back (the provider flushed {flushed} of them)"
         );
         assert_pool_whole(server_pool, SLOTS);
         assert_pool_whole(client_pool, SLOTS);

@@ -84,6 +84,16 @@ pub enum Error {
         holders: usize,
     },
 
+    /// Memory for a buffer could not be allocated (the process is not
+    /// aborted: the request is refused).
+    #[error("could not allocate {bytes} bytes for {what}")]
+    OutOfMemory {
+        /// What the memory was for.
+        what: &'static str,
+        /// How many bytes were asked for.
+        bytes: usize,
+    },
+
     /// A libibverbs call failed.
     #[error("{call} failed: {errno} ({desc})", desc = errno.desc())]
     Verbs {
@@ -110,6 +120,7 @@ impl Error {
         match self {
             Error::Verbs { errno, .. } | Error::Sys { errno, .. } => Some(*errno),
             Error::NoRdmaSupport => Some(Errno::ENOSYS),
+            Error::OutOfMemory { .. } => Some(Errno::ENOMEM),
             _ => None,
         }
     }
@@ -133,6 +144,7 @@ impl Error {
             | Error::InvalidArgument(_) => io::ErrorKind::InvalidInput,
             // The kind of EBUSY (ResourceBusy on current Rust).
             Error::InUse { .. } => io::Error::from_raw_os_error(libc::EBUSY).kind(),
+            Error::OutOfMemory { .. } => io::ErrorKind::OutOfMemory,
             Error::Verbs { errno, .. } | Error::Sys { errno, .. } => {
                 io::Error::from_raw_os_error(*errno as i32).kind()
             }

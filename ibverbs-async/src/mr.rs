@@ -128,6 +128,21 @@ impl Destroy for MrInner {
     }
 }
 
+/// The length of `range` once it is known to lie within `size` bytes.
+fn range_len(range: &Range<usize>, size: usize) -> Result<usize> {
+    let len = range
+        .end
+        .checked_sub(range.start)
+        .ok_or(Error::OutOfBounds {
+            what: "memory region",
+            offset: range.start,
+            len: 0,
+            size,
+        })?;
+    check_range("memory region", range.start, len, size)?;
+    Ok(len)
+}
+
 fn check_range(what: &'static str, offset: usize, len: usize, size: usize) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
@@ -138,6 +153,28 @@ fn check_range(what: &'static str, offset: usize, len: usize, size: usize) -> Re
             size,
         }),
     }
+}
+
+/// `len` zeroed, page-aligned bytes (rounded up to a page) for a region,
+/// or an error instead of aborting the process when they cannot be had.
+fn alloc_region(len: usize) -> Result<(NonNull<u8>, Layout)> {
+    if len == 0 {
+        return Err(Error::InvalidArgument(
+            "a memory region needs at least one byte",
+        ));
+    }
+    let size = len
+        .checked_next_multiple_of(ALIGN)
+        .ok_or(Error::InvalidArgument("memory region too large"))?;
+    let layout = Layout::from_size_align(size, ALIGN)
+        .map_err(|_| Error::InvalidArgument("memory region too large"))?;
+    // SAFETY: the layout has a non-zero size (len >= 1).
+    let buf = unsafe { alloc_zeroed(layout) };
+    let buf = NonNull::new(buf).ok_or(Error::OutOfMemory {
+        what: "memory region",
+        bytes: size,
+    })?;
+    Ok((buf, layout))
 }
 
 /// A memory region that owns its zero-initialised, page-aligned memory:
@@ -176,27 +213,15 @@ impl Pd {
     /// (`ibv_reg_mr()`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `len == 0`; [`Error::Verbs`] when the
+    /// [`Error::InvalidArgument`] for `len == 0` or a length no allocation
+    /// can have; [`Error::OutOfMemory`] when the memory cannot be
+    /// allocated (the process is not aborted); [`Error::Verbs`] when the
     /// registration fails.
     #[doc(alias = "ibv_reg_mr")]
     pub fn reg_mr(&self, len: usize, access: AccessFlags) -> Result<Mr> {
-        if len == 0 {
-            return Err(Error::InvalidArgument(
-                "a memory region needs at least one byte",
-            ));
-        }
-        let size = len
-            .checked_next_multiple_of(ALIGN)
-            .ok_or(Error::InvalidArgument("memory region too large"))?;
-        let layout = Layout::from_size_align(size, ALIGN)
-            .map_err(|_| Error::InvalidArgument("memory region too large"))?;
-        // SAFETY: the layout has a non-zero size.
-        let buf = unsafe { alloc_zeroed(layout) };
-        let Some(buf) = NonNull::new(buf) else {
-            std::alloc::handle_alloc_error(layout);
-        };
         let access = libc::c_int::try_from(access.bits())
             .map_err(|_| Error::InvalidArgument("access flags out of range"))?;
+        let (buf, layout) = alloc_region(len)?;
         // SAFETY: the buffer is `len` (<= size) bytes of live memory owned by
         // the MrInner built below, which frees it only after ibv_dereg_mr;
         // ibv_reg_mr(3) returns NULL with errno set on failure.
@@ -299,8 +324,19 @@ impl Mr {
     }
 
     /// Copies `range` out of the region into a new vector.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it
+    /// starts), checked before anything is allocated;
+    /// [`Error::OutOfMemory`] when the copy cannot be allocated.
     pub fn to_vec(&self, range: Range<usize>) -> Result<Vec<u8>> {
-        let mut v = vec![0; range.len()];
+        let len = range_len(&range, self.inner.len)?;
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+            what: "copy of a memory region",
+            bytes: len,
+        })?;
+        v.resize(len, 0);
         self.read(range.start, &mut v)?;
         Ok(v)
     }
@@ -391,5 +427,43 @@ impl HeldMrs {
     pub(crate) fn leak(&mut self) {
         let mrs = std::mem::take(self.mrs.get_mut().unwrap_or_else(|e| e.into_inner()));
         std::mem::forget(mrs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_region_no_allocation_can_hold_is_an_error_not_an_abort() {
+        // Under isize::MAX, so Layout takes it; no allocator can give it.
+        let huge = (isize::MAX as usize) / 2;
+        assert!(matches!(
+            alloc_region(huge),
+            Err(Error::OutOfMemory { bytes, .. }) if bytes >= huge
+        ));
+        assert!(matches!(
+            alloc_region(usize::MAX),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(alloc_region(0), Err(Error::InvalidArgument(_))));
+        let (buf, layout) = alloc_region(1).unwrap();
+        assert_eq!(layout.size(), ALIGN);
+        // SAFETY: allocated just above with this layout.
+        unsafe { dealloc(buf.as_ptr(), layout) };
+    }
+
+    #[test]
+    fn ranges_are_checked_before_anything_is_allocated() {
+        assert_eq!(range_len(&(0..4096), 4096).unwrap(), 4096);
+        assert_eq!(range_len(&(10..10), 4096).unwrap(), 0);
+        // A range that ends before it starts, as a caller may compute one.
+        let (start, end) = (std::hint::black_box(20), std::hint::black_box(10));
+        for bad in [0..usize::MAX, 4000..5000, 5000..5001, start..end] {
+            assert!(
+                matches!(range_len(&bad, 4096), Err(Error::OutOfBounds { .. })),
+                "{bad:?}"
+            );
+        }
     }
 }

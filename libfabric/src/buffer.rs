@@ -8,6 +8,20 @@
 //! [`BufferPool::reclaim`], exactly once. A completion dropped without
 //! being reclaimed (say, by a panic while it was handled) frees its slot
 //! when dropped.
+//!
+//! # Buffers of a closed endpoint
+//! Once an endpoint is closed its provider writes neither its posted
+//! buffers nor completions for them any more, but several providers
+//! (sockets, `tcp;ofi_rxm`, `udp;ofi_rxd`) drop what was posted without a
+//! completion. So when an endpoint closes, every buffer still in flight on
+//! it is handed back to its pool. A completion of such an operation may
+//! still be queued (written before the close, or flushed by it): each
+//! slot has two operation contexts, a slot handed back this way is posted
+//! next with its other one, and a completion naming the context it was
+//! taken back from is recognised as stale and hands nothing out. A slot
+//! whose two contexts both await such a completion rests until one comes
+//! (or its pool is dropped). Posting and completing stay one atomic
+//! operation on the slot.
 
 use crate::cq::{CompletionEntry, CqError};
 use crate::domain::{Domain, DomainInner};
@@ -21,17 +35,64 @@ use std::ffi::c_void;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-const FREE: u8 = 0;
-const OWNED: u8 = 1;
-const IN_FLIGHT: u8 = 2;
+// A slot's state word: its kind, the context of its last post, which
+// contexts may still be named by a stale completion, and the endpoint its
+// operation was posted on.
+const KIND: u64 = 0b11;
+/// In the pool's free list.
+const FREE: u64 = 0;
+/// Held by a `Buffer`.
+const OWNED: u64 = 1;
+/// Posted; the provider has it until its completion is reclaimed.
+const IN_FLIGHT: u64 = 2;
+/// Taken back from a closed endpoint while both of its contexts may still
+/// be named by a stale completion: out of the free list until one comes.
+const RESTING: u64 = 3;
+/// The context (0 or 1) of the last post.
+const PARITY: u64 = 1 << 2;
+/// Context 0 (shifted by the parity: context 1) may still be named by a
+/// completion of an operation taken back from a closed endpoint.
+const STALE0: u64 = 1 << 3;
+const STALE: u64 = STALE0 | (STALE0 << 1);
+/// The endpoint id of an operation in flight, from this bit up.
+const EP_SHIFT: u32 = 8;
+/// Operation contexts per slot.
+const CONTEXTS_PER_SLOT: usize = 2;
+
+#[inline(always)]
+fn parity(state: u64) -> usize {
+    ((state & PARITY) >> 2) as usize
+}
+
+#[inline(always)]
+fn stale_bit(parity: usize) -> u64 {
+    STALE0 << parity
+}
 
 /// The per-operation context libfabric gets: room for `FI_CONTEXT2`, which
 /// providers that ask for it use as scratch space while the operation runs.
 #[repr(C, align(16))]
 struct SlotContext(UnsafeCell<sys::fi_context2>);
+
+/// The operation contexts and states of a pool's slots. A completion
+/// queue that may still hold stale completions naming these contexts keeps
+/// them allocated (see [`reclaim_closed_endpoint`]), so that no newer pool
+/// is given their addresses while such a completion can be read.
+pub(crate) struct SlotTable {
+    /// `CONTEXTS_PER_SLOT` per slot: slot `i` posts with context
+    /// `2 * i + parity`.
+    contexts: Box<[SlotContext]>,
+    states: Box<[AtomicU64]>,
+}
+
+// SAFETY: the contexts are only touched by the provider while their slot
+// is in flight; the states are atomics.
+unsafe impl Send for SlotTable {}
+// SAFETY: as above.
+unsafe impl Sync for SlotTable {}
 
 pub(crate) struct PoolInner {
     mr: OwnedFid<sys::fid_mr>,
@@ -39,8 +100,7 @@ pub(crate) struct PoolInner {
     memory: *mut u8,
     layout: Layout,
     slot_size: usize,
-    contexts: Box<[SlotContext]>,
-    states: Box<[AtomicU8]>,
+    table: Arc<SlotTable>,
     free: Mutex<Vec<u32>>,
     domain: Arc<DomainInner>,
 }
@@ -105,9 +165,48 @@ fn release_slow(context: *mut c_void) {
     }
 }
 
+/// Hands back to their pools the buffers still in flight on an endpoint
+/// of `domain` that has just been closed (`fi_close` succeeded), and
+/// returns the slot tables they belong to, for the endpoint's completion
+/// queues to keep while stale completions naming them may be queued.
+///
+/// The provider writes none of these buffers once the endpoint is closed:
+/// tcp halts and flushes it (`prov/tcp/src/tcpx_ep.c` 616-633 in 1.17),
+/// sockets takes its contexts off its progress engine under the engine's
+/// lock and frees them (`prov/sockets/src/sock_ep.c` 704-716,
+/// `sock_progress.c` 2369-2374), rxm closes its connections' endpoints
+/// before freeing its queues (`prov/rxm/src/rxm_ep.c` 1005-1010), rxd
+/// closes its datagram endpoint first (`prov/rxd/src/rxd_ep.c` 675), shm
+/// leaves its CQs' progress and unmaps its region before flushing its
+/// receives (`prov/shm/src/smr_ep.c` 950-956), verbs destroys the QP
+/// (`prov/verbs/src/verbs_ep.c` 552, 566).
+///
+/// Cold: one pass over the slots of the domain's pools.
+pub(crate) fn reclaim_closed_endpoint(domain: &Arc<DomainInner>, ep: u64) -> Vec<Arc<SlotTable>> {
+    let mut kept = Vec::new();
+    let live: Vec<Arc<PoolInner>> = pools()
+        .values()
+        .filter_map(|(_, weak)| weak.upgrade())
+        .filter(|pool| Arc::ptr_eq(&pool.domain, domain))
+        .collect();
+    // The registry's lock is released: dropping the last handle of a pool
+    // below takes it again.
+    for pool in live {
+        if (BufferPool {
+            inner: pool.clone(),
+        })
+        .reclaim_of_endpoint(ep)
+            > 0
+        {
+            kept.push(pool.table.clone());
+        }
+    }
+    kept
+}
+
 impl Drop for PoolInner {
     fn drop(&mut self) {
-        pools().remove(&(self.contexts.as_ptr() as usize));
+        pools().remove(&(self.table.contexts.as_ptr() as usize));
         // Deregister before freeing the memory it covers. Only reached when
         // no Buffer exists and no operation is in flight (each holds an Arc).
         let _ = self.mr.close();
@@ -147,10 +246,10 @@ impl BufferPool {
             )));
         }
         // The bookkeeping first, so that a failure leaves nothing to undo.
-        let contexts = try_collect("buffer pool contexts", count, |_| {
+        let contexts = try_collect("buffer pool contexts", count * CONTEXTS_PER_SLOT, |_| {
             SlotContext(UnsafeCell::new(sys::fi_context2::default()))
         })?;
-        let states = try_collect("buffer pool states", count, |_| AtomicU8::new(FREE))?;
+        let states = try_collect("buffer pool states", count, |_| AtomicU64::new(FREE))?;
         let free = try_collect("buffer pool free list", count, |i| (count - 1 - i) as u32)?;
         let too_large = |given| Error::TooLarge {
             what: "buffer pool bytes (slots x slot size, rounded up to 64)",
@@ -221,13 +320,12 @@ impl BufferPool {
             memory,
             layout,
             slot_size: stride,
-            contexts,
-            states,
+            table: Arc::new(SlotTable { contexts, states }),
             free: Mutex::new(free.into_vec()),
             domain: domain.inner.clone(),
         });
-        let base = inner.contexts.as_ptr() as usize;
-        let end = base + count * std::mem::size_of::<SlotContext>();
+        let base = inner.table.contexts.as_ptr() as usize;
+        let end = base + inner.table.contexts.len() * std::mem::size_of::<SlotContext>();
         pools().insert(base, (end, Arc::downgrade(&inner)));
         Ok(BufferPool { inner })
     }
@@ -240,7 +338,8 @@ impl BufferPool {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop()?;
-        self.inner.states[slot as usize].store(OWNED, Ordering::Relaxed);
+        // FREE is 0: this sets the kind and keeps the other bits.
+        self.inner.table.states[slot as usize].fetch_or(OWNED, Ordering::Relaxed);
         Some(Buffer {
             pool: self.inner.clone(),
             slot,
@@ -258,22 +357,47 @@ impl BufferPool {
         unsafe { sys::fi_mr_key(self.inner.mr.as_ptr()) }
     }
 
-    fn slot_of(&self, context: *mut c_void) -> Option<usize> {
-        let base = self.inner.contexts.as_ptr() as usize;
+    /// The slot and context parity an operation context names.
+    fn slot_of(&self, context: *mut c_void) -> Option<(usize, usize)> {
+        let base = self.inner.table.contexts.as_ptr() as usize;
         let size = std::mem::size_of::<SlotContext>();
         let addr = context as usize;
         if addr < base || (addr - base) % size != 0 {
             return None;
         }
-        let slot = (addr - base) / size;
-        (slot < self.inner.contexts.len()).then_some(slot)
+        let index = (addr - base) / size;
+        (index < self.inner.table.contexts.len())
+            .then_some((index / CONTEXTS_PER_SLOT, index % CONTEXTS_PER_SLOT))
     }
 
     fn reclaim_context(&self, context: *mut c_void) -> Option<Buffer> {
-        let slot = self.slot_of(context)?;
-        self.inner.states[slot]
-            .compare_exchange(IN_FLIGHT, OWNED, Ordering::Acquire, Ordering::Relaxed)
-            .ok()?;
+        let (slot, parity) = self.slot_of(context)?;
+        let state = &self.inner.table.states[slot];
+        let mut current = state.load(Ordering::Acquire);
+        loop {
+            if current & KIND == IN_FLIGHT && self::parity(current) == parity {
+                // The operation posted with this context: its buffer.
+                let owned = (current & !KIND) | OWNED;
+                match state.compare_exchange_weak(
+                    current,
+                    owned,
+                    Ordering::Acquire,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => current = now,
+                }
+            } else if current & stale_bit(parity) != 0 {
+                // A completion of an operation already taken back from its
+                // closed endpoint: nothing to hand out, but the context
+                // may be posted with again.
+                self.settle_stale(slot, parity);
+                return None;
+            } else {
+                // Reclaimed already, or never posted with this context.
+                return None;
+            }
+        }
         // SAFETY: posting leaked exactly one strong count of this pool's Arc
         // (the Buffer was forgotten); this takes it back, once, guarded by
         // the IN_FLIGHT -> OWNED transition above.
@@ -282,6 +406,69 @@ impl BufferPool {
             pool,
             slot: slot as u32,
         })
+    }
+
+    /// The stale completion naming context `parity` of `slot` was read:
+    /// clears its mark, and puts a resting slot back in the free list.
+    #[cold]
+    fn settle_stale(&self, slot: usize, parity: usize) {
+        let state = &self.inner.table.states[slot];
+        let Ok(before) = state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            if s & stale_bit(parity) == 0 {
+                return None;
+            }
+            let s = s & !stale_bit(parity);
+            Some(if s & KIND == RESTING { s & !KIND } else { s })
+        }) else {
+            return;
+        };
+        if before & KIND == RESTING {
+            self.inner
+                .free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(slot as u32);
+        }
+    }
+
+    /// Takes back every slot in flight on the closed endpoint `ep`
+    /// (see [`reclaim_closed_endpoint`]); returns how many.
+    #[cold]
+    fn reclaim_of_endpoint(&self, ep: u64) -> usize {
+        let mut taken = 0;
+        for (slot, state) in self.inner.table.states.iter().enumerate() {
+            let of_ep = |s: u64| s & KIND == IN_FLIGHT && s >> EP_SHIFT == ep;
+            if !of_ep(state.load(Ordering::Acquire)) {
+                continue;
+            }
+            // Its context may still be named by a completion written
+            // before the close: mark it, and post next with the other one;
+            // rest the slot if that one is marked too.
+            let Ok(before) = state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                if !of_ep(s) {
+                    return None;
+                }
+                let s = s | stale_bit(parity(s));
+                let kind = if s & STALE == STALE { RESTING } else { FREE };
+                Some((s & !KIND & ((1 << EP_SHIFT) - 1)) | kind)
+            }) else {
+                continue;
+            };
+            taken += 1;
+            if before & stale_bit(1 - parity(before)) == 0 {
+                self.inner
+                    .free
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(slot as u32);
+            }
+            // SAFETY: posting leaked one strong count of this pool's Arc
+            // for this operation; the IN_FLIGHT -> FREE/RESTING transition
+            // above gives it back once (no completion can take it now), and
+            // `self` holds another count, so the pool is not freed here.
+            unsafe { Arc::decrement_strong_count(Arc::as_ptr(&self.inner)) };
+        }
+        taken
     }
 
     /// The buffer a completion belongs to, handed back to the application.
@@ -305,7 +492,7 @@ impl BufferPool {
 impl fmt::Debug for BufferPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BufferPool")
-            .field("slots", &self.inner.contexts.len())
+            .field("slots", &self.inner.table.states.len())
             .field("slot_size", &self.inner.slot_size)
             .finish()
     }
@@ -350,25 +537,33 @@ impl Buffer {
         Arc::ptr_eq(&self.pool.domain, domain)
     }
 
+    /// Called just before the operation is posted on endpoint `ep`: from
+    /// here the buffer belongs to the provider until its completion is
+    /// reclaimed, or the endpoint closes. It must be in flight before the
+    /// post returns, because another thread may read the completion, and
+    /// reclaim the buffer, before that. The context is one not awaiting a
+    /// stale completion (a `Buffer` exists only for a slot with one).
     #[inline]
-    pub(crate) fn post_parts(&self) -> PostParts {
-        PostParts {
-            addr: self.base().cast(),
-            desc: self.pool.desc,
-            context: self.pool.contexts[self.slot as usize].0.get().cast(),
-        }
-    }
-
-    /// Called just before the operation is posted: from here the buffer
-    /// belongs to the provider until its completion is reclaimed. It must
-    /// be in flight before the post returns, because another thread may
-    /// read the completion, and reclaim the buffer, before that.
-    #[inline]
-    pub(crate) fn into_flight(self) -> Posted {
-        self.pool.states[self.slot as usize].store(IN_FLIGHT, Ordering::Release);
+    pub(crate) fn into_flight(self, ep: u64) -> Posted {
+        let state = &self.pool.table.states[self.slot as usize];
+        let mut current = state.load(Ordering::Relaxed);
+        let parity = loop {
+            let parity = usize::from(current & STALE0 != 0);
+            let next = (current & STALE) | IN_FLIGHT | ((parity as u64) << 2) | (ep << EP_SHIFT);
+            match state.compare_exchange_weak(current, next, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break parity,
+                Err(now) => current = now,
+            }
+        };
+        let index = self.slot as usize * CONTEXTS_PER_SLOT + parity;
         let posted = Posted {
             pool: Arc::as_ptr(&self.pool),
             slot: self.slot,
+            parts: PostParts {
+                addr: self.base().cast(),
+                desc: self.pool.desc,
+                context: self.pool.table.contexts[index].0.get().cast(),
+            },
         };
         // Keep the pool's strong count: the memory must outlive the
         // operation. BufferPool::reclaim takes it back.
@@ -382,9 +577,16 @@ impl Buffer {
 pub(crate) struct Posted {
     pool: *const PoolInner,
     slot: u32,
+    parts: PostParts,
 }
 
 impl Posted {
+    /// What the provider is given.
+    #[inline(always)]
+    pub(crate) fn parts(&self) -> &PostParts {
+        &self.parts
+    }
+
     /// The provider refused the operation: no completion will come, so the
     /// buffer is the caller's again.
     #[inline]
@@ -392,7 +594,9 @@ impl Posted {
         // SAFETY: into_flight leaked one strong count of this pool's Arc;
         // a refused operation never completes, so no reclaim took it back.
         let pool = unsafe { Arc::from_raw(self.pool) };
-        pool.states[self.slot as usize].store(OWNED, Ordering::Relaxed);
+        // IN_FLIGHT -> OWNED, keeping the other bits (a stale completion may
+        // clear a mark meanwhile).
+        pool.table.states[self.slot as usize].fetch_xor(IN_FLIGHT ^ OWNED, Ordering::Relaxed);
         Buffer {
             pool,
             slot: self.slot,
@@ -418,7 +622,8 @@ impl DerefMut for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        self.pool.states[self.slot as usize].store(FREE, Ordering::Relaxed);
+        // OWNED -> FREE, keeping the marks of stale contexts.
+        self.pool.table.states[self.slot as usize].fetch_and(!KIND, Ordering::Relaxed);
         self.pool
             .free
             .lock()

@@ -328,9 +328,12 @@ impl CqAttr {
         self
     }
 
-    /// The wait object (default `FI_WAIT_NONE`).
+    /// The wait object (default `FI_WAIT_NONE`). A raw value given as
+    /// [`WaitObj::Other`] is taken as the variant libfabric names it by
+    /// (`Other(0)` is `None`); one libfabric does not name is refused when
+    /// the queue is opened.
     pub fn wait(mut self, wait_obj: WaitObj) -> Self {
-        self.wait_obj = wait_obj;
+        self.wait_obj = wait_obj.normalized();
         self
     }
 
@@ -509,6 +512,23 @@ pub(crate) struct CqInner {
     signals_reported: AtomicU64,
     /// The context the queue was opened with.
     pub(crate) id: u64,
+    /// Slot tables of buffers taken back from endpoints that closed while
+    /// bound to this queue: completions naming their contexts may still be
+    /// queued here, so their addresses are not given to a newer pool until
+    /// the queue is closed.
+    kept: std::sync::Mutex<Vec<Arc<crate::buffer::SlotTable>>>,
+}
+
+impl CqInner {
+    /// Keeps `tables` (see `kept`).
+    pub(crate) fn keep_slot_tables(&self, tables: &[Arc<crate::buffer::SlotTable>]) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        for t in tables {
+            if !kept.iter().any(|k| Arc::ptr_eq(k, t)) {
+                kept.push(t.clone());
+            }
+        }
+    }
 }
 
 /// An open completion queue of format `F`. Cloning gives another handle;
@@ -534,16 +554,10 @@ impl<F: Format> CompletionQueue<F> {
     #[doc(alias = "fi_cq_open")]
     pub fn open(domain: &Domain, attr: &CqAttr) -> Result<Self> {
         check_queue_size("completion queue size", attr.size)?;
-        if attr.wait_obj == WaitObj::Yield {
-            // libfabric's util yield wait loops until signalled and ignores
-            // the timeout (`util_wait_yield_run`, `prov/util/src/util_wait.c`
-            // 592-611 in 1.17): an `sread` with a timeout would never return.
-            return Err(Error::UnsupportedWait {
-                queue: "completion queue",
-                requested: WaitObj::Yield,
-                reason: "FI_WAIT_YIELD waits ignore their timeout in libfabric's util code",
-            });
-        }
+        // Normalised again (the builder did already) and refused when
+        // unknown or FI_WAIT_YIELD: every check below and the C call see the
+        // same named wait object.
+        let wait_obj = attr.wait_obj.checked("completion queue")?;
         if let Some(set) = &attr.wait_set {
             if !set.belongs_to(&domain.inner.fabric) {
                 return Err(Error::ForeignObject {
@@ -553,7 +567,7 @@ impl<F: Format> CompletionQueue<F> {
                 });
             }
         }
-        if attr.wait_obj == WaitObj::Set && attr.wait_set.is_none() {
+        if wait_obj == WaitObj::Set && attr.wait_set.is_none() {
             return Err(Error::UnsupportedWait {
                 queue: "completion queue",
                 requested: WaitObj::Set,
@@ -564,7 +578,7 @@ impl<F: Format> CompletionQueue<F> {
             size: attr.size,
             flags: attr.flags,
             format: F::FORMAT,
-            wait_obj: attr.wait_obj.raw(),
+            wait_obj: wait_obj.raw(),
             signaling_vector: attr.signaling_vector,
             wait_cond: if attr.threshold {
                 sys::FI_CQ_COND_THRESHOLD
@@ -593,18 +607,18 @@ impl<F: Format> CompletionQueue<F> {
             )
         };
         if ret < 0
-            && attr.wait_obj != WaitObj::None
+            && wait_obj != WaitObj::None
             && attr.flags & sys::FI_AFFINITY == 0
             && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
         {
             return Err(Error::UnsupportedWait {
                 queue: "completion queue",
-                requested: attr.wait_obj,
+                requested: wait_obj,
                 reason: "the provider refused it (fi_cq_open returned -FI_EINVAL or -FI_ENOSYS)",
             });
         }
         let fid = OwnedFid::opened("fi_cq_open", ret, raw)?;
-        let wait_obj = query_wait_obj(fid.fid(), attr.wait_obj);
+        let wait_obj = query_wait_obj(fid.fid(), wait_obj);
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 fid,
@@ -615,6 +629,7 @@ impl<F: Format> CompletionQueue<F> {
                 signals: AtomicU64::new(0),
                 signals_reported: AtomicU64::new(0),
                 id,
+                kept: std::sync::Mutex::new(Vec::new()),
             }),
             _format: PhantomData,
         })
@@ -683,7 +698,7 @@ impl<F: Format> CompletionQueue<F> {
         if !self.inner.wait_obj.can_sread() {
             return Err(Error::WrongWaitMode {
                 call,
-                needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD or FI_WAIT_POLLFD",
+                needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND or FI_WAIT_POLLFD",
                 actual: self.inner.wait_obj,
             });
         }

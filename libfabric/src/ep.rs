@@ -96,7 +96,7 @@ use libfabric_sys::fabric as sys;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::ptr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 bitflags! {
@@ -130,10 +130,17 @@ const CONNECTING: u32 = 1 << 5;
 const CAP_MSG: u32 = 1 << 6;
 /// The info grants `FI_TAGGED`.
 const CAP_TAGGED: u32 = 1 << 7;
+/// The connection is established: an `FI_CONNECTED` event naming the
+/// endpoint was read from its event queue after `fi_connect` or
+/// `fi_accept`. Connectionless endpoints have it from the start.
+const CONNECTED: u32 = 1 << 8;
+/// The connection is over: `fi_shutdown` was called, or an `FI_SHUTDOWN`
+/// naming the endpoint was read. Never cleared; it outweighs `CONNECTED`.
+const DISCONNECTED: u32 = 1 << 9;
 
-const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG;
+const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG | CONNECTED;
 const RECV_READY: u32 = ENABLED | RX_CQ | CAP_MSG;
-const TSEND_READY: u32 = ENABLED | TX_CQ | CAP_TAGGED;
+const TSEND_READY: u32 = ENABLED | TX_CQ | CAP_TAGGED | CONNECTED;
 const TRECV_READY: u32 = ENABLED | RX_CQ | CAP_TAGGED;
 
 /// What an endpoint is bound to, kept open while the endpoint is.
@@ -153,6 +160,8 @@ struct PendingAccept {
 
 pub(crate) struct EpInner {
     pub(crate) fid: OwnedFid<sys::fid_ep>,
+    /// A process-unique id, recorded with each buffer posted on it.
+    id: u64,
     info: Info,
     state: AtomicU32,
     connectionless: bool,
@@ -192,6 +201,25 @@ impl EpInner {
 }
 
 impl EpInner {
+    /// A connection event naming this endpoint was read from its event
+    /// queue: `FI_CONNECTED` (`connected`) or `FI_SHUTDOWN`.
+    ///
+    /// `FI_CONNECTED` counts only after this endpoint's own `fi_connect` or
+    /// `fi_accept`: an event still queued for an endpoint that closed, at
+    /// whose address this one was opened, cannot mark an idle endpoint
+    /// connected. (The MSG providers remove a closing endpoint's events
+    /// anyway: `prov/tcp/src/tcpx_ep.c` 626, `prov/verbs/src/verbs_ep.c`
+    /// 546, `prov/sockets/src/sock_ep.c` 691-699 in 1.17; and a sockets
+    /// send before its connection is up looks the connection up or fails
+    /// with `-FI_ENOENT`, `sock_ep.c` 1854-1895.)
+    pub(crate) fn connection_event(&self, connected: bool) {
+        if !connected {
+            self.state.fetch_or(DISCONNECTED, Ordering::AcqRel);
+        } else if self.state.load(Ordering::Acquire) & CONNECTING != 0 {
+            self.state.fetch_or(CONNECTED, Ordering::AcqRel);
+        }
+    }
+
     /// `fi_close` of the endpoint, with an AV bound first where the
     /// provider needs one (see `av_for_close`).
     fn close_fid(&mut self) -> Result<()> {
@@ -223,6 +251,16 @@ impl Drop for EpInner {
         }
         if let Some(av) = self.av.get() {
             av.unbound();
+        }
+        // Closed: buffers it still had in flight that the provider dropped
+        // without a completion come back to their pools now. Its CQs keep
+        // the slot tables while stale completions may name them.
+        let kept = crate::buffer::reclaim_closed_endpoint(&self.domain, self.id);
+        if !kept.is_empty() {
+            let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
+            for cq in bound.tx.iter().chain(bound.rx.iter()) {
+                cq.keep_slot_tables(&kept);
+            }
         }
     }
 }
@@ -284,7 +322,12 @@ impl From<PostError> for Error {
 /// (connectionless ones); transfers need the endpoint enabled, a CQ bound
 /// for their direction, the capability (`FI_MSG` for sends and receives,
 /// `FI_TAGGED` for tagged ones) and, on connectionless endpoints, an
-/// address of the bound address vector; `inject` at most `inject_size`
+/// address of the bound address vector; sends and `inject` on connected
+/// endpoints, an established connection: `FI_CONNECTED` for the endpoint
+/// read from its event queue after its `connect` or `accept` (tcp's
+/// transmit path crashes before), and no [`shutdown`](Self::shutdown) or
+/// `FI_SHUTDOWN` since (receives may be posted before the connection is
+/// up); `inject` at most `inject_size`
 /// bytes; remote CQ data only where the domain carries it. Each refusal is
 /// a typed [`Error`] and hands the buffer back.
 #[derive(Clone)]
@@ -382,11 +425,11 @@ pub fn socket_addr(bytes: &[u8]) -> Option<SocketAddr> {
 }
 
 macro_rules! post {
-    ($call:literal, $buffer:ident, |$p:ident| $body:expr) => {{
-        let $p = $buffer.post_parts();
+    ($ep:expr, $call:literal, $buffer:ident, |$p:ident| $body:expr) => {{
         // In flight before the call: the completion can be read, and the
         // buffer reclaimed, by another thread before the call returns.
-        let posted = $buffer.into_flight();
+        let posted = $buffer.into_flight($ep.inner.id);
+        let $p = posted.parts();
         // SAFETY: fi_msg(3)/fi_tagged(3): the endpoint is enabled with a CQ
         // bound for this direction and the capability granted, and any
         // address is a live entry of its AV (checked by the caller); the
@@ -440,9 +483,30 @@ fn not_ready(call: &'static str, state: u32, need: u32) -> Error {
             needed: Caps::TAGGED,
         };
     }
-    Error::MissingCapability {
+    if missing & CAP_MSG != 0 {
+        return Error::MissingCapability {
+            call,
+            needed: Caps::MSG,
+        };
+    }
+    if state & DISCONNECTED != 0 {
+        return Error::State {
+            call,
+            reason: "the connection is shut down (Endpoint::shutdown, or FI_SHUTDOWN read \
+                     from the event queue)",
+        };
+    }
+    if state & CONNECTING != 0 {
+        return Error::State {
+            call,
+            reason: "the connection is not established yet: read FI_CONNECTED for this \
+                     endpoint from its event queue first",
+        };
+    }
+    Error::State {
         call,
-        needed: Caps::MSG,
+        reason: "the endpoint is not connected (Endpoint::connect or accept, then \
+                 FI_CONNECTED from its event queue)",
     }
 }
 
@@ -554,7 +618,8 @@ impl Endpoint {
             Err(e) => return Err((e, info, source)),
         };
         let caps = info.caps();
-        let mut state = 0;
+        // A connectionless endpoint reaches every address of its AV.
+        let mut state = if ep_type == EpType::Msg { 0 } else { CONNECTED };
         if caps.contains(Caps::MSG) {
             state |= CAP_MSG;
         }
@@ -576,9 +641,13 @@ impl Endpoint {
             },
             None => None,
         };
+        // 56 bits: the rest of a slot's state word.
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) & ((1 << 56) - 1);
         Ok(Endpoint {
             inner: Arc::new(EpInner {
                 fid,
+                id,
                 connectionless: ep_type != EpType::Msg,
                 inject_size: info.inject_size(),
                 cq_data_size: info.cq_data_size(),
@@ -596,11 +665,12 @@ impl Endpoint {
         self.inner.fid.as_ptr()
     }
 
-    /// Checks that the state bits `need` are all set.
+    /// Checks that the state bits `need` are all set, and that the
+    /// connection is not shut down.
     #[inline(always)]
     fn ready(&self, call: &'static str, need: u32) -> Result<()> {
         let state = self.inner.state.load(Ordering::Acquire);
-        if state & need != need {
+        if state & (need | DISCONNECTED) != need {
             return Err(not_ready(call, state, need));
         }
         Ok(())
@@ -880,6 +950,14 @@ impl Endpoint {
                 data.len(),
             )
         };
+        if ret != 0 {
+            // Failed before anything was started: the endpoint is idle
+            // again, so a shutdown stays refused and a new connect may be
+            // made (tcp goes back to idle, `prov/tcp/src/tcpx_ep.c` 174-178;
+            // sockets frees its request, `prov/sockets/src/sock_ep_msg.c`
+            // 540-547).
+            self.inner.state.fetch_and(!CONNECTING, Ordering::AcqRel);
+        }
         check("fi_connect", ret)
     }
 
@@ -914,18 +992,29 @@ impl Endpoint {
         check("fi_accept", ret)
     }
 
-    /// `fi_shutdown`: both sides get `FI_SHUTDOWN`.
+    /// `fi_shutdown`: both sides get `FI_SHUTDOWN`. From this call on,
+    /// sends on the endpoint are refused ([`Error::State`]); receives may
+    /// still be posted, and come back flushed or when the endpoint closes.
+    /// It may be called again, and after the peer shut the connection down.
     ///
     /// # Errors
     /// [`Error::State`] before a connect or accept.
     #[doc(alias = "fi_shutdown")]
     pub fn shutdown(&self) -> Result<()> {
-        self.ready("fi_shutdown", ENABLED | EQ | CONNECTING)
-            .map_err(|_| Error::State {
+        let need = ENABLED | EQ | CONNECTING;
+        if self.inner.state.load(Ordering::Acquire) & need != need {
+            return Err(Error::State {
                 call: "fi_shutdown",
                 reason: "the endpoint has not connected or accepted",
-            })?;
-        // SAFETY: fi_shutdown(3) on an open, connected endpoint.
+            });
+        }
+        // From here transfers are refused: the connection is going away
+        // whatever fi_shutdown returns.
+        self.inner.state.fetch_or(DISCONNECTED, Ordering::AcqRel);
+        // SAFETY: fi_shutdown(3) on an open endpoint that connected or
+        // accepted (tcp answers an endpoint whose connection already ended
+        // with 0: `tcpx_ep_disable` ignores states other than connecting,
+        // accepting and connected, `prov/tcp/src/tcpx_ep.c` 303-330).
         check("fi_shutdown", unsafe { sys::fi_shutdown(self.raw(), 0) })
     }
 
@@ -970,7 +1059,7 @@ impl Endpoint {
             Err(error) => return Err(PostError { error, buffer }),
         };
         let len = buffer.len();
-        post!("fi_recv", buffer, |p| sys::fi_recv(
+        post!(self, "fi_recv", buffer, |p| sys::fi_recv(
             self.raw(),
             p.addr,
             len,
@@ -1015,7 +1104,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!("fi_send", buffer, |p| sys::fi_send(
+        post!(self, "fi_send", buffer, |p| sys::fi_send(
             self.raw(),
             p.addr,
             len,
@@ -1044,7 +1133,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!("fi_senddata", buffer, |p| sys::fi_senddata(
+        post!(self, "fi_senddata", buffer, |p| sys::fi_senddata(
             self.raw(),
             p.addr,
             len,
@@ -1080,7 +1169,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!("fi_tsend", buffer, |p| sys::fi_tsend(
+        post!(self, "fi_tsend", buffer, |p| sys::fi_tsend(
             self.raw(),
             p.addr,
             len,
@@ -1103,7 +1192,7 @@ impl Endpoint {
             Err(error) => return Err(PostError { error, buffer }),
         };
         let len = buffer.len();
-        post!("fi_trecv", buffer, |p| sys::fi_trecv(
+        post!(self, "fi_trecv", buffer, |p| sys::fi_trecv(
             self.raw(),
             p.addr,
             len,
@@ -1146,6 +1235,12 @@ impl Endpoint {
 
     /// Closes the endpoint now, returning its error; [`Error::InUse`] while
     /// other handles exist, in which case it is handed back.
+    ///
+    /// Buffers still posted on it come back to their pools once it is
+    /// closed (whether or not the provider reports them: tcp and shm flush
+    /// them as `FI_ECANCELED` error completions, sockets, rxm and rxd drop
+    /// them); a completion of one of them read afterwards hands out no
+    /// buffer. The same happens when the last handle is dropped.
     pub fn close(self) -> CloseResult<Self> {
         close_last(
             self.inner,

@@ -95,9 +95,12 @@ impl EqAttr {
         self
     }
 
-    /// The wait object (default `FI_WAIT_NONE`).
+    /// The wait object (default `FI_WAIT_NONE`). A raw value given as
+    /// [`WaitObj::Other`] is taken as the variant libfabric names it by
+    /// (`Other(0)` is `None`); one libfabric does not name is refused when
+    /// the queue is opened.
     pub fn wait(mut self, wait_obj: WaitObj) -> Self {
-        self.wait_obj = wait_obj;
+        self.wait_obj = wait_obj.normalized();
         self
     }
 
@@ -206,6 +209,20 @@ impl EqInner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(pep);
+    }
+
+    /// Tells the endpoint an `FI_CONNECTED` (`connected`) or `FI_SHUTDOWN`
+    /// names that the provider has set up, or ended, its connection: sends
+    /// wait for the first (tcp's transmit path calls a header hook it sets
+    /// only when the connection response arrives,
+    /// `prov/tcp/src/tcpx_conn_mgr.c` 351, before it queues `FI_CONNECTED`
+    /// at 297). Read or peeked, the event means the same.
+    fn connection_event(&self, fid: Fid, connected: bool) {
+        if let Some((RegisteredObject::Endpoint(weak), _)) = self.registry.find(fid) {
+            if let Some(ep) = weak.upgrade() {
+                ep.connection_event(connected);
+            }
+        }
     }
 
     fn find_passive(&self, fid: Fid) -> Option<Arc<PepCore>> {
@@ -544,16 +561,10 @@ impl EventQueue {
     #[doc(alias = "fi_eq_open")]
     pub fn open(fabric: &Fabric, attr: &EqAttr) -> Result<Self> {
         check_queue_size("event queue size", attr.size)?;
-        if attr.wait_obj == WaitObj::Yield {
-            // libfabric's util yield wait loops until signalled and ignores
-            // the timeout (`util_wait_yield_run`, `prov/util/src/util_wait.c`
-            // 592-611 in 1.17): an `sread` with a timeout would never return.
-            return Err(Error::UnsupportedWait {
-                queue: "event queue",
-                requested: WaitObj::Yield,
-                reason: "FI_WAIT_YIELD waits ignore their timeout in libfabric's util code",
-            });
-        }
+        // Normalised again (the builder did already) and refused when
+        // unknown or FI_WAIT_YIELD: every check below and the C call see the
+        // same named wait object.
+        let wait_obj = attr.wait_obj.checked("event queue")?;
         if let Some(set) = &attr.wait_set {
             if !set.belongs_to(&fabric.inner) {
                 return Err(Error::ForeignObject {
@@ -566,14 +577,14 @@ impl EventQueue {
         let mut raw_attr = sys::fi_eq_attr {
             size: attr.size,
             flags: attr.flags,
-            wait_obj: attr.wait_obj.raw(),
+            wait_obj: wait_obj.raw(),
             signaling_vector: attr.signaling_vector,
             wait_set: attr
                 .wait_set
                 .as_ref()
                 .map_or(ptr::null_mut(), |s| s.inner.fid.as_ptr()),
         };
-        if attr.wait_obj == WaitObj::Set && attr.wait_set.is_none() {
+        if wait_obj == WaitObj::Set && attr.wait_set.is_none() {
             return Err(Error::UnsupportedWait {
                 queue: "event queue",
                 requested: WaitObj::Set,
@@ -592,18 +603,18 @@ impl EventQueue {
             )
         };
         if ret < 0
-            && attr.wait_obj != WaitObj::None
+            && wait_obj != WaitObj::None
             && attr.flags & sys::FI_AFFINITY == 0
             && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
         {
             return Err(Error::UnsupportedWait {
                 queue: "event queue",
-                requested: attr.wait_obj,
+                requested: wait_obj,
                 reason: "the provider refused it (fi_eq_open returned -FI_EINVAL or -FI_ENOSYS)",
             });
         }
         let fid = OwnedFid::opened("fi_eq_open", ret, raw)?;
-        let wait_obj = query_wait_obj(fid.fid(), attr.wait_obj);
+        let wait_obj = query_wait_obj(fid.fid(), wait_obj);
         Ok(EventQueue {
             inner: Arc::new(EqInner {
                 fid,
@@ -711,7 +722,7 @@ impl EventQueue {
         if !self.inner.wait_obj.can_sread() {
             return Err(Error::WrongWaitMode {
                 call: "fi_eq_sread",
-                needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD or FI_WAIT_POLLFD",
+                needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND or FI_WAIT_POLLFD",
                 actual: self.inner.wait_obj,
             });
         }
@@ -953,10 +964,12 @@ pub(crate) fn decode<'b>(
                 // application is its to free.
                 drop(Info::from_raw(info));
             }
+            eq.connection_event(fid, true);
             Event::Connected(CmEntry { fid, data })
         }
         sys::FI_SHUTDOWN => {
             let (fid, _, data) = cm()?;
+            eq.connection_event(fid, false);
             Event::Shutdown(CmEntry { fid, data })
         }
         other => Event::Unknown {

@@ -27,38 +27,46 @@ use crate::eq::{self, EventBuf, EventQueue};
 use crate::error::{Error, Result, EAGAIN};
 use crate::wait::{eq_has_entries, trywait_raw, TryWait, Waitable};
 use libfabric_sys::fabric as sys;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-/// The queue's wait fd, registered with tokio without taking ownership:
-/// the queue owns it, and the async wrapper owns a handle of the queue.
-struct WaitFd(RawFd);
-
-impl AsRawFd for WaitFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
-    }
-}
-
-fn register(queue: &dyn Waitable) -> Result<AsyncFd<WaitFd>> {
+/// Registers a duplicate of the queue's wait fd with the current tokio
+/// reactor. A duplicate, as ibverbs-async does: tokio's epoll keys a
+/// registration by fd number, so registering the queue's own fd a second
+/// time (a second async wrapper of one queue, on one runtime or another)
+/// failed with `EEXIST`. Each duplicate is its own registration of the
+/// same open file, whose readiness every one of them sees; it is only
+/// polled, never read, and closed when the wrapper is dropped.
+fn register(queue: &dyn Waitable) -> Result<AsyncFd<OwnedFd>> {
     let fd = queue.wait_fd()?.as_raw_fd();
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(Error::InvalidArgument(
             "async queues must be created inside a tokio runtime".into(),
         ));
     }
-    // SAFETY: the fd is the queue's wait fd, open until the queue is closed;
-    // the async wrapper holds a handle of the queue in a field declared after
-    // the AsyncFd, so the registration is dropped while the fd is still open.
-    unsafe { AsyncFd::register_with_interest(WaitFd(fd), Interest::READABLE) }
+    // SAFETY: fcntl(2) F_DUPFD_CLOEXEC on the queue's wait fd, open while
+    // the queue (borrowed) is; it only creates a new fd.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(Error::system(
+            "fcntl(F_DUPFD_CLOEXEC)",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: `dup` is a new open fd that nothing else owns or closes.
+    let dup = unsafe { OwnedFd::from_raw_fd(dup) };
+    // SAFETY: `dup` is an open fd owned by the AsyncFd from here on: it
+    // stays open, names the same open file, and `as_raw_fd` returns it,
+    // until the AsyncFd is dropped (AsyncFd::register_with_interest).
+    unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }
         .map_err(|e| Error::system("tokio AsyncFd::register", e.into_parts().1))
 }
 
 /// Blocks (asynchronously) until `queue` may have entries: `fi_trywait`,
 /// then the fd's readiness, clearing it first so that the next edge counts.
 async fn wait_ready(
-    fd: &AsyncFd<WaitFd>,
+    fd: &AsyncFd<OwnedFd>,
     fabric: &SendPtr<sys::fid_fabric>,
     fid: &SendPtr<sys::fid>,
     eq: Option<&SendPtr<sys::fid_eq>>,
@@ -99,7 +107,7 @@ unsafe impl<T> Sync for SendPtr<T> {}
 /// An [`EventQueue`] opened with `FI_WAIT_FD` (or `FI_WAIT_UNSPEC` resolved
 /// to a fd), read with `.await`. Must be created inside a tokio runtime.
 pub struct AsyncEventQueue {
-    fd: AsyncFd<WaitFd>,
+    fd: AsyncFd<OwnedFd>,
     eq: EventQueue,
     fabric: SendPtr<sys::fid_fabric>,
     fid: SendPtr<sys::fid>,
@@ -148,7 +156,7 @@ impl AsyncEventQueue {
 /// A [`CompletionQueue`] opened with `FI_WAIT_FD`, read with `.await`.
 /// Must be created inside a tokio runtime.
 pub struct AsyncCompletionQueue<F: Format> {
-    fd: AsyncFd<WaitFd>,
+    fd: AsyncFd<OwnedFd>,
     cq: CompletionQueue<F>,
     fabric: SendPtr<sys::fid_fabric>,
     fid: SendPtr<sys::fid>,

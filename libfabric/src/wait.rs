@@ -48,7 +48,12 @@ pub enum WaitObj {
     Yield,
     /// `FI_WAIT_POLLFD`: a set of fds to poll, which may change.
     PollFd,
-    /// A value this crate does not name.
+    /// A raw `enum fi_wait_obj` value. The attribute builders and
+    /// [`WaitSet::open`] turn a value libfabric names into its variant
+    /// (`Other(0)` is [`WaitObj::None`], `Other(2)` is [`WaitObj::Set`]),
+    /// so every check applies to it; a value libfabric does not name is
+    /// refused with [`Error::UnsupportedWait`] before any C call. Queues
+    /// report it only for a wait object a newer provider resolved to.
     Other(u32),
 }
 
@@ -79,9 +84,47 @@ impl WaitObj {
         }
     }
 
-    /// Whether `sread` may block on a queue with this wait object.
+    /// The named variant of a raw value given as `Other`: `Other(0)` is
+    /// `None`, `Other(2)` is `Set`, and so on. Every wait object that
+    /// enters the crate goes through this, so that no check comparing
+    /// variants can be passed by spelling a value as a number.
+    #[inline]
+    pub(crate) fn normalized(self) -> Self {
+        Self::from_raw(self.raw())
+    }
+
+    /// The wait object a queue or wait set is opened with: normalised, and
+    /// refused with [`Error::UnsupportedWait`] when the crate cannot let a
+    /// provider use it: a value libfabric does not name (the provider
+    /// would read it as whatever its switch falls into), or
+    /// `FI_WAIT_YIELD`, whose util wait ignores its timeout
+    /// (`util_wait_yield_run`, `prov/util/src/util_wait.c` 592-611 in 1.17:
+    /// an `sread` with a timeout never returned on shm).
+    pub(crate) fn checked(self, queue: &'static str) -> Result<Self> {
+        match self.normalized() {
+            WaitObj::Other(_) => Err(Error::UnsupportedWait {
+                queue,
+                requested: self,
+                reason: "libfabric names no such wait object",
+            }),
+            WaitObj::Yield => Err(Error::UnsupportedWait {
+                queue,
+                requested: self,
+                reason: "FI_WAIT_YIELD waits ignore their timeout in libfabric's util code",
+            }),
+            known => Ok(known),
+        }
+    }
+
+    /// Whether `sread` may block on a queue with this wait object (as the
+    /// provider resolved it): only the objects a blocking read can wait on
+    /// with a timeout. Anything else, a value the crate does not name
+    /// included, is refused.
     pub(crate) fn can_sread(self) -> bool {
-        !matches!(self, WaitObj::None | WaitObj::Set)
+        matches!(
+            self,
+            WaitObj::Unspec | WaitObj::Fd | WaitObj::MutexCond | WaitObj::PollFd
+        )
     }
 }
 
@@ -378,7 +421,17 @@ impl std::fmt::Debug for Waiter<'_> {
 impl<'q> Waiter<'q> {
     /// Collects the fids and wait fds of `queues`, which must all be
     /// `FI_WAIT_FD` queues of `fabric`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no queue at all (nothing could ever
+    /// wake a wait without a timeout) or a queue of another fabric;
+    /// [`Error::WrongWaitMode`] for a queue without a wait fd.
     pub fn new(fabric: &Fabric, queues: &[&'q dyn Waitable]) -> Result<Self> {
+        if queues.is_empty() {
+            return Err(Error::InvalidArgument(
+                "Waiter: no queue to wait on (a wait without a timeout would never return)".into(),
+            ));
+        }
         let mut fids = Vec::with_capacity(queues.len());
         let mut eqs = Vec::new();
         let mut pollfds = Vec::with_capacity(queues.len());
@@ -585,19 +638,14 @@ impl WaitSet {
     /// `fi_wait_open` with the given wait object (`Fd` or `Unspec`).
     #[doc(alias = "fi_wait_open")]
     pub fn open(fabric: &Fabric, wait_obj: WaitObj) -> Result<Self> {
+        // Normalised first (Other(0) is None, Other(5) is Yield), so the
+        // checks below see what the provider would.
+        let wait_obj = wait_obj.checked("wait set")?;
         if matches!(wait_obj, WaitObj::None | WaitObj::Set) {
             return Err(Error::UnsupportedWait {
                 queue: "wait set",
                 requested: wait_obj,
                 reason: "a wait set needs a real wait object",
-            });
-        }
-        if wait_obj == WaitObj::Yield {
-            // As for queues: util_wait_yield_run ignores the timeout.
-            return Err(Error::UnsupportedWait {
-                queue: "wait set",
-                requested: wait_obj,
-                reason: "FI_WAIT_YIELD waits ignore their timeout in libfabric's util code",
             });
         }
         let mut attr = sys::fi_wait_attr {

@@ -129,7 +129,8 @@ fn error_text_of_codes_glibc_does_not_know_is_owned() {
 #[test]
 fn a_waiter_keeps_its_fabric_open() {
     let (fabric, _) = fabric();
-    let mut waiter = Waiter::new(&fabric, &[]).unwrap();
+    let eq = fd_eq(&fabric);
+    let mut waiter = Waiter::new(&fabric, &[&eq]).unwrap();
     // The waiter is another user of the fabric: close hands it back.
     let fabric = match fabric.close() {
         Err((f, Error::InUse { .. })) => f,
@@ -985,5 +986,290 @@ fn yield_waits_are_refused() {
     assert!(matches!(
         WaitSet::open(&fabric, WaitObj::Yield),
         Err(Error::UnsupportedWait { .. })
+    ));
+}
+
+#[test]
+fn wait_objects_given_as_raw_values_get_the_checks_of_their_names() {
+    use libfabric::wait::trywait;
+    let (fabric, domain, _) = fabric_domain();
+    let ms = Some(Duration::from_millis(1));
+    // Other(0) is FI_WAIT_NONE: it passed the checks of WaitObj::None, and
+    // fi_trywait and sread on it crashed rxm, rxd and shm.
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Other(0))).unwrap();
+    assert_eq!(cq.wait_obj(), WaitObj::None);
+    assert!(matches!(
+        trywait(&fabric, &[&cq]),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    let mut entries: [MsgEntry; 1] = Default::default();
+    assert!(matches!(
+        cq.sread(&mut entries, ms),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Other(0))).unwrap();
+    assert_eq!(eq.wait_obj(), WaitObj::None);
+    assert!(matches!(
+        trywait(&fabric, &[&eq]),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    assert!(matches!(
+        eq.sread(&mut EventBuf::new(), ms),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    // Other(2) is FI_WAIT_SET with no set (sockets' CQ open crashed),
+    // Other(5) FI_WAIT_YIELD (an sread hung on shm), 1234 no wait object
+    // at all: each refused before the provider sees it, as a wait set too.
+    for raw in [2, 5, 1234] {
+        let other = WaitObj::Other(raw);
+        let e = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(other)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedWait { .. }), "{raw}: {e}");
+        let e = EventQueue::open(&fabric, &EqAttr::new().wait(other)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedWait { .. }), "{raw}: {e}");
+    }
+    for raw in [0, 2, 5, 1234] {
+        let e = WaitSet::open(&fabric, WaitObj::Other(raw)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedWait { .. }), "{raw}: {e}");
+    }
+    // A wait object libfabric names may still be spelled as its number.
+    let fd = libfabric::sys::FI_WAIT_FD;
+    let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Other(fd))).unwrap();
+    assert_eq!(eq.wait_obj(), WaitObj::Fd);
+    assert!(matches!(
+        eq.sread(&mut EventBuf::new(), ms),
+        Ok(Read::TimedOut)
+    ));
+}
+
+/// Every send a connected endpoint has, each expected to be refused with
+/// [`Error::State`] and to hand its buffer back.
+fn sends_are_refused(ep: &Endpoint, pool: &BufferPool, when: &str) {
+    let e = ep.send(pool.take().unwrap(), 8).unwrap_err();
+    assert!(matches!(e.error, Error::State { .. }), "{when}: {e}");
+    if ep.info().caps().contains(Caps::TAGGED) {
+        let e = ep.tsend(e.buffer, 8, 1, Addr::UNSPEC).unwrap_err();
+        assert!(matches!(e.error, Error::State { .. }), "{when}: {e}");
+    }
+    if ep.info().cq_data_size() > 0 {
+        let e = ep
+            .send_data(pool.take().unwrap(), 8, 1, Addr::UNSPEC)
+            .unwrap_err();
+        assert!(matches!(e.error, Error::State { .. }), "{when}: {e}");
+    }
+    assert!(
+        matches!(ep.inject(b"abc", Addr::UNSPEC), Err(Error::State { .. })),
+        "{when}: inject"
+    );
+}
+
+#[test]
+fn sends_before_the_connection_is_established_are_refused() {
+    // tcp's transmit path calls a header hook set only when the connection
+    // response arrives: a send or inject on an endpoint never connected, or
+    // right after fi_connect, crashed.
+    skip_unless_msg!();
+    let (fabric, domain, _) = fabric_domain();
+    let (pep, server_eq, _) = listener(&fabric);
+    let pool = BufferPool::new(&domain, 4, 64).unwrap();
+    let client_eq = fd_eq(&fabric);
+    let client = enabled_client(&domain, &client_eq, &pep);
+    sends_are_refused(&client, &pool, "enabled, never connected");
+    client.connect(b"").unwrap();
+    sends_are_refused(&client, &pool, "connecting");
+    let Ev::ConnReq { request, .. } =
+        next_event(&server_eq, &[&client_eq], Duration::from_secs(10))
+    else {
+        panic!("expected a CONNREQ")
+    };
+    // The accepting side: opened from the request, then accepted, and not
+    // connected before its FI_CONNECTED is read.
+    let sdomain = Domain::open(&fabric, request.info()).unwrap();
+    let scq = CompletionQueue::<Msg>::open(&sdomain, &CqAttr::new()).unwrap();
+    let server = Endpoint::from_request(&sdomain, request).unwrap();
+    server.bind_eq(&server_eq).unwrap();
+    server
+        .bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV)
+        .unwrap();
+    server.enable().unwrap();
+    let spool = BufferPool::new(&sdomain, 4, 64).unwrap();
+    sends_are_refused(&server, &spool, "opened from a request, not accepted");
+    // Receives may be posted before the connection is up.
+    server.recv(spool.take().unwrap()).unwrap();
+    server.accept(b"").unwrap();
+    sends_are_refused(&server, &spool, "accepted, FI_CONNECTED not read");
+    let ev = next_event(&client_eq, &[&server_eq], Duration::from_secs(10));
+    assert!(matches!(ev, Ev::Connected { .. }), "client: {ev:?}");
+    let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
+    assert!(matches!(ev, Ev::Connected { .. }), "server: {ev:?}");
+    // Connected: an inject goes through, into the receive posted before.
+    client.inject(b"abc", Addr::UNSPEC).unwrap();
+    let mut entries: [MsgEntry; 1] = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let rx = loop {
+        if let CqRead::Completions(done) = scq.read(&mut entries).unwrap() {
+            assert_eq!(done[0].len(), 3);
+            break spool.reclaim(&mut done[0]).expect("the receive's buffer");
+        }
+        let _ = client_eq.peek(&mut EventBuf::new());
+        assert!(Instant::now() < deadline, "the inject never arrived");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(&rx[..3], b"abc");
+    client.shutdown().unwrap();
+    sends_are_refused(&client, &pool, "shut down");
+}
+
+#[test]
+fn sends_after_a_refused_connection_are_refused() {
+    // tcp: fi_connect to a port nobody listens on succeeds and the refusal
+    // arrives as an error entry; a shutdown and a send then crashed.
+    // sockets refuses at once.
+    skip_unless_msg!();
+    let (fabric, domain, _) = fabric_domain();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let info = first(
+        msg_hints()
+            .node("127.0.0.1")
+            .unwrap()
+            .service(&port.to_string())
+            .unwrap(),
+    );
+    let eq = fd_eq(&fabric);
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    let ep = Endpoint::open(&domain, &info).unwrap();
+    ep.bind_eq(&eq).unwrap();
+    ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep.enable().unwrap();
+    let pool = BufferPool::new(&domain, 4, 64).unwrap();
+    match ep.connect(b"") {
+        Ok(()) => {
+            let ev = next_event(&eq, &[], Duration::from_secs(10));
+            assert!(
+                matches!(
+                    ev,
+                    Ev::Error {
+                        err: Errno::ConnRefused,
+                        ..
+                    }
+                ),
+                "{ev:?}"
+            );
+            sends_are_refused(&ep, &pool, "refused");
+            ep.shutdown().unwrap();
+            ep.shutdown().unwrap();
+        }
+        Err(e) => {
+            // Refused at once: the endpoint is idle again, so there is
+            // nothing to shut down, and it may connect again.
+            assert_eq!(e.errno(), Some(Errno::ConnRefused), "{e}");
+            assert!(matches!(ep.shutdown(), Err(Error::State { .. })));
+            let again = ep.connect(b"").unwrap_err();
+            assert_eq!(again.errno(), Some(Errno::ConnRefused), "{again}");
+        }
+    }
+    sends_are_refused(&ep, &pool, "refused, then shut down");
+}
+
+/// An enabled endpoint of the suite's provider bound to `cq`, with an EQ
+/// (MSG) or an AV (RDM) and nothing else; receives may be posted on it.
+fn receiving_endpoint(
+    fabric: &Fabric,
+    domain: &Domain,
+    info: &Info,
+    cq: &CompletionQueue<Tagged>,
+) -> Endpoint {
+    let ep = Endpoint::open(domain, info).unwrap();
+    if info.ep_type() == EpType::Msg {
+        ep.bind_eq(&fd_eq(fabric)).unwrap();
+    } else {
+        ep.bind_av(&AddressVector::open(domain, AvType::Table, 4).unwrap())
+            .unwrap();
+    }
+    ep.bind_cq(cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep.enable().unwrap();
+    ep
+}
+
+/// Reads `cq` until it is empty; returns how many error entries (flushed
+/// operations) it held, each checked to hand out no buffer of `pool`.
+fn flushed_entries_hand_out_nothing(cq: &CompletionQueue<Tagged>, pool: &BufferPool) -> usize {
+    let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
+    let mut errbuf = ErrDataBuf::new();
+    let mut flushed = 0;
+    loop {
+        match cq.read(&mut entries).unwrap() {
+            CqRead::ErrorPending => {
+                let mut err = cq.read_err(&mut errbuf).unwrap().expect("an error entry");
+                assert_eq!(err.err, Errno::Canceled, "{err:?}");
+                assert!(
+                    pool.reclaim_err(&mut err).is_none(),
+                    "a flushed operation of a closed endpoint hands out no buffer"
+                );
+                flushed += 1;
+            }
+            CqRead::Completions(done) => panic!("unexpected completions {done:?}"),
+            _ => return flushed,
+        }
+    }
+}
+
+#[test]
+fn buffers_in_flight_on_a_closed_endpoint_come_back() {
+    // sockets, tcp;ofi_rxm and udp;ofi_rxd drop the receives posted on an
+    // endpoint that closes, without a completion: their buffers never came
+    // back, and kept the pool, its MR, the domain and the fabric open.
+    let (fabric, domain, info) = fabric_domain();
+    let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let pool = BufferPool::new(&domain, 4, 64).unwrap();
+    let first = receiving_endpoint(&fabric, &domain, &info, &cq);
+    first.recv(pool.take().unwrap()).unwrap();
+    first.recv(pool.take().unwrap()).unwrap();
+    drop(first);
+    // Back at the close, whether or not the provider flushed them.
+    let all: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+    assert_eq!(
+        all.len(),
+        4,
+        "every slot is back once the endpoint is closed"
+    );
+    // Posted again, on a second endpoint of the same queue: completions the
+    // close flushed (tcp and shm report them as FI_ECANCELED) name the
+    // first posts and must not hand out the buffers now in flight.
+    let second = receiving_endpoint(&fabric, &domain, &info, &cq);
+    for buf in all {
+        second.recv(buf).unwrap();
+    }
+    let flushed = flushed_entries_hand_out_nothing(&cq, &pool);
+    println!("provider {}: {flushed} flushed receive(s) read", provider());
+    assert!(
+        pool.take().is_none(),
+        "all four are in flight on the second"
+    );
+    second.close().unwrap();
+    flushed_entries_hand_out_nothing(&cq, &pool);
+    let back: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+    assert!(!back.is_empty(), "the second endpoint's buffers came back");
+    drop(back);
+    // Nothing keeps the objects open: they close, in order, leaking nothing.
+    let closing = receiving_endpoint(&fabric, &domain, &info, &cq);
+    closing.recv(pool.take().unwrap()).unwrap();
+    drop(pool);
+    drop(closing);
+    cq.close().expect("the completion queue closes");
+    domain.close().expect("no buffer keeps the domain open");
+    fabric.close().expect("no buffer keeps the fabric open");
+}
+
+#[test]
+fn a_waiter_over_no_queue_is_refused() {
+    // With nothing to wait on, wait(None) blocked for ever.
+    let (fabric, _) = fabric();
+    assert!(matches!(
+        Waiter::new(&fabric, &[]),
+        Err(Error::InvalidArgument(_))
     ));
 }

@@ -151,3 +151,50 @@ fn async_queues_need_a_runtime_and_a_wait_fd() {
         ));
     });
 }
+
+#[test]
+fn two_async_wrappers_of_one_queue_each_get_events() {
+    // The wait fd was registered with tokio as it is: a second wrapper of
+    // the same queue failed with EEXIST. Each now registers its own
+    // duplicate, on one runtime and on another.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (fabric, _) = fabric();
+    let eq = fd_eq(&fabric);
+    let other_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let third = other_rt.block_on(async { AsyncEventQueue::new(eq.clone()).unwrap() });
+    rt.block_on(async {
+        let first = AsyncEventQueue::new(eq.clone()).unwrap();
+        let second = AsyncEventQueue::new(eq.clone()).unwrap();
+        let mut buf = EventBuf::new();
+        for (i, reader) in [&first, &second, &first].into_iter().enumerate() {
+            eq.write_notify(eq.fid(), i, i as u64).unwrap();
+            match tokio::time::timeout(Duration::from_secs(10), reader.read(&mut buf))
+                .await
+                .expect("the event wakes the reader")
+                .unwrap()
+            {
+                Read::Event(Event::Notify(e)) => assert_eq!(e.data, i as u64),
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+    drop(rt);
+    other_rt.block_on(async {
+        eq.write_notify(eq.fid(), 9, 9).unwrap();
+        let mut buf = EventBuf::new();
+        match tokio::time::timeout(Duration::from_secs(10), third.read(&mut buf))
+            .await
+            .expect("the event wakes the reader on the other runtime")
+            .unwrap()
+        {
+            Read::Event(Event::Notify(e)) => assert_eq!(e.data, 9),
+            other => panic!("{other:?}"),
+        }
+    });
+}
