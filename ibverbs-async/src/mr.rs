@@ -84,8 +84,8 @@ impl MrInner {
 
     /// The scatter/gather entry for `range`, checked against the region.
     pub(crate) fn sge(&self, range: &Range<usize>) -> Result<sys::ibv_sge> {
-        check_range("memory region", range.start, range.len(), self.len)?;
-        let length = u32::try_from(range.len())
+        let len = range_len(range, self.len)?;
+        let length = u32::try_from(len)
             .map_err(|_| Error::InvalidArgument("a work request covers at most 4 GiB"))?;
         Ok(sys::ibv_sge {
             addr: self.addr() + range.start as u64,

@@ -657,7 +657,7 @@ impl Qp {
     /// # Errors
     /// [`Error::InvalidArgument`] for a QP attached to an SRQ (post to the
     /// SRQ instead) or an MR of another protection domain,
-    /// [`Error::OutOfBounds`] if the range does not fit.
+    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it starts).
     #[doc(alias = "ibv_post_recv")]
     pub fn post_recv(&self, mr: &Mr, range: Range<usize>, wr_id: u64) -> Result<()> {
         if self.inner.srq.is_some() {
@@ -687,7 +687,7 @@ impl Qp {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an MR of another protection domain,
-    /// [`Error::OutOfBounds`] if the range does not fit, [`Error::Verbs`]
+    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it starts), [`Error::Verbs`]
     /// when posting fails (e.g. the send queue is full, or the QP is not in
     /// RTS).
     #[doc(alias = "ibv_post_send")]

@@ -220,37 +220,45 @@ check_rc_pingpong() {
 }
 part "rc_pingpong" check_rc_pingpong
 
-# The test that destroys CQs, QPs and SRQs while other threads read and hold
-# the events naming them, under valgrind's memcheck: no invalid access, no
-# use of uninitialised memory, no definite or indirect leak (libibverbs'
-# one-time allocations for the device list are only "possibly lost" or
-# reachable, which do not count).
-valgrind_faults() {
-    local bin= p st log test=destroying_objects_while_their_events_are_read_and_held_on_another_thread
+# Device tests under valgrind's memcheck: no invalid access, no use of
+# uninitialised memory, no definite or indirect leak (libibverbs' one-time
+# allocations for the device list are only "possibly lost" or reachable,
+# which do not count). valgrind_tests BINARY ARGS...: runs the rxe_* test
+# binary named BINARY with ARGS (a test filter), property tests with few
+# cases.
+valgrind_tests() {
+    local name=$1 bin= p st log
+    shift
     for p in "${verbs[@]}"; do
-        [[ ${p##*/} == rxe_faults-* ]] && bin=$p
+        [[ ${p##*/} == "$name"-* ]] && bin=$p
     done
     if [[ -z $bin ]] || ! command -v valgrind >/dev/null; then
-        echo "FAILED: ${bin:-the rxe_faults test binary is not in the manifest}; valgrind: $(command -v valgrind || echo missing)"
+        echo "FAILED: ${bin:-the $name test binary is not in the manifest}; valgrind: $(command -v valgrind || echo missing)"
         echo "0 passed, 1 failed"
         return
     fi
     log=$(mktemp)
-    timeout -k 10 "$RXE_TEST_TIMEOUT" valgrind --error-exitcode=99 --leak-check=full \
+    PROPTEST_CASES=${VALGRIND_PROPTEST_CASES:-8} timeout -k 10 "$RXE_TEST_TIMEOUT" \
+        valgrind --error-exitcode=99 --leak-check=full \
         --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
-        "$bin" "$test" --exact --test-threads=1 --nocapture 2>&1 | tee "$log"
+        "$bin" "$@" --test-threads=1 --nocapture 2>&1 | tee "$log"
     st=${PIPESTATUS[0]}
-    if ((st == 0)) && grep -q '^test result: ok. 1 passed' "$log" &&
+    if ((st == 0)) && grep -q '^test result: ok. [1-9][0-9]* passed; 0 failed' "$log" &&
         grep -q 'ERROR SUMMARY: 0 errors' "$log"; then
-        echo "ok valgrind $test"
+        echo "ok valgrind $name $*"
         echo "1 passed, 0 failed"
     else
-        echo "FAILED valgrind $test (status $st; 99: memcheck found errors)"
+        echo "FAILED valgrind $name $* (status $st; 99: memcheck found errors)"
         echo "0 passed, 1 failed"
     fi
     rm -f "$log"
 }
-part "valgrind: destroy while events are in flight" valgrind_faults
+# CQs, QPs and SRQs destroyed while other threads read and hold the events
+# naming them.
+part "valgrind: destroy while events are in flight" valgrind_tests rxe_faults \
+    destroying_objects_while_their_events_are_read_and_held_on_another_thread --exact
+# Every size, length and range the crate takes, with few cases.
+part "valgrind: sizes" valgrind_tests rxe_sizes
 
 summary="$passed passed, $failed failed"
 ((${#failed_parts[@]} == 0)) || echo "failed parts: ${failed_parts[*]}"
