@@ -93,6 +93,14 @@ impl Drop for CqInner {
         if !self.dead {
             let _ = self.destroy_raw();
         }
+        if !self.dead {
+            // Still alive: keep its context and channel open for ever
+            // rather than close them under it.
+            std::mem::forget(Arc::clone(&self.ctx));
+            if let Some(channel) = &self.channel {
+                std::mem::forget(Arc::clone(channel));
+            }
+        }
     }
 }
 

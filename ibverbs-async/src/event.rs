@@ -596,8 +596,11 @@ fn resolve(ctx: &Context, raw: sys::ibv_async_event) -> AsyncEvent<'_> {
         }
         ElementKind::Device => Element::Device,
         ElementKind::Unknown => {
-            // SAFETY: every member is plain data; reading the pointer-sized
-            // one copies the raw bits.
+            // SAFETY: libibverbs stores the element of a type it does not
+            // know as `port_num`, an int (libibverbs/device.c 488-489 in
+            // rdma-core 44); the other bytes of the pointer-sized member are
+            // the zeroes `raw` was initialised with. Every member is plain
+            // data, so reading it copies initialised bits.
             Element::Unknown(unsafe { raw.element.cq } as u64)
         }
     };

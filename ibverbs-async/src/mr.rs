@@ -110,7 +110,9 @@ impl Drop for MrInner {
     fn drop(&mut self) {
         if self.registered && self.dereg().is_err() {
             // The device may still reach the memory: leak it rather than
-            // hand it back to the allocator.
+            // hand it back to the allocator, and keep the PD it is
+            // registered with.
+            std::mem::forget(Arc::clone(&self.pd));
             return;
         }
         // SAFETY: allocated in Pd::reg_mr with this layout, and no longer
@@ -126,6 +128,25 @@ impl Destroy for MrInner {
         self.dereg()
         // Drop then frees the memory.
     }
+}
+
+/// The access flags of a region as `ibv_reg_mr` takes them: flags this
+/// crate names only, and remote write or atomics only with local write
+/// (`ibv_reg_mr(3)`: "If IBV_ACCESS_REMOTE_WRITE or IBV_ACCESS_REMOTE_ATOMIC
+/// is set, then IBV_ACCESS_LOCAL_WRITE must be set too").
+fn mr_access(access: AccessFlags) -> Result<libc::c_int> {
+    let access = AccessFlags::from_bits(access.bits()).ok_or(Error::InvalidArgument(
+        "access flags this crate does not name (AccessFlags::from_bits_retain)",
+    ))?;
+    if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+        && !access.contains(AccessFlags::LOCAL_WRITE)
+    {
+        return Err(Error::InvalidArgument(
+            "remote write and remote atomic access need LOCAL_WRITE too",
+        ));
+    }
+    libc::c_int::try_from(access.bits())
+        .map_err(|_| Error::InvalidArgument("access flags out of range"))
 }
 
 /// The length of `range` once it is known to lie within `size` bytes.
@@ -214,13 +235,15 @@ impl Pd {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for `len == 0` or a length no allocation
-    /// can have; [`Error::OutOfMemory`] when the memory cannot be
+    /// can have, for [`AccessFlags::REMOTE_WRITE`] or
+    /// [`AccessFlags::REMOTE_ATOMIC`] without [`AccessFlags::LOCAL_WRITE`]
+    /// (`ibv_reg_mr(3)`), or for flags this crate does not name;
+    /// [`Error::OutOfMemory`] when the memory cannot be
     /// allocated (the process is not aborted); [`Error::Verbs`] when the
     /// registration fails.
     #[doc(alias = "ibv_reg_mr")]
     pub fn reg_mr(&self, len: usize, access: AccessFlags) -> Result<Mr> {
-        let access = libc::c_int::try_from(access.bits())
-            .map_err(|_| Error::InvalidArgument("access flags out of range"))?;
+        let access = mr_access(access)?;
         let (buf, layout) = alloc_region(len)?;
         // SAFETY: the buffer is `len` (<= size) bytes of live memory owned by
         // the MrInner built below, which frees it only after ibv_dereg_mr;
@@ -451,6 +474,33 @@ mod tests {
         assert_eq!(layout.size(), ALIGN);
         // SAFETY: allocated just above with this layout.
         unsafe { dealloc(buf.as_ptr(), layout) };
+    }
+
+    #[test]
+    fn access_flags_are_checked_before_registering() {
+        use AccessFlags as A;
+        for ok in [
+            A::empty(),
+            A::LOCAL_WRITE,
+            A::REMOTE_READ,
+            A::LOCAL_WRITE | A::REMOTE_WRITE,
+            A::LOCAL_WRITE | A::REMOTE_ATOMIC | A::RELAXED_ORDERING,
+            A::all(),
+        ] {
+            assert_eq!(mr_access(ok).unwrap(), ok.bits() as libc::c_int, "{ok:?}");
+        }
+        for bad in [
+            A::REMOTE_WRITE,
+            A::REMOTE_ATOMIC,
+            A::REMOTE_READ | A::REMOTE_WRITE,
+            A::from_bits_retain(1 << 30),
+            A::from_bits_retain(u32::MAX),
+        ] {
+            assert!(
+                matches!(mr_access(bad), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

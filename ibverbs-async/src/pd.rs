@@ -33,9 +33,14 @@ impl Drop for PdInner {
     fn drop(&mut self) {
         if !self.dead {
             // SAFETY: MRs, QPs and SRQs of this PD hold an Arc of it, so none
-            // is left (ibv_dealloc_pd(3) fails with EBUSY otherwise); called
-            // once. The error, if any, is ignored: Drop cannot report it.
-            unsafe { sys::ibv_dealloc_pd(self.raw()) };
+            // is left (one that could not be destroyed keeps an Arc for
+            // ever); called once.
+            let rc = unsafe { sys::ibv_dealloc_pd(self.raw()) };
+            if rc != 0 {
+                // Still allocated: keep the context open for ever rather
+                // than close it under the PD. Drop cannot report the error.
+                std::mem::forget(Arc::clone(&self.ctx));
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::ops::Range;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use libibverbs_sys as sys;
 
@@ -22,6 +22,11 @@ pub(crate) struct QpInner {
     qp_num: u32,
     cap: QpCap,
     dead: bool,
+    /// The state this crate last moved the QP to. Posts hold it shared and
+    /// modifies exclusively, so a post never overlaps a state change.
+    /// Transitions the device makes on its own (to SQE or ERR) only go
+    /// further along, where posting is allowed too.
+    state: RwLock<QpState>,
     /// Memory regions work was posted on: the device may use them until the
     /// QP is destroyed.
     mrs: HeldMrs,
@@ -71,8 +76,16 @@ impl Drop for QpInner {
             let _ = self.destroy_raw();
         }
         if !self.dead {
-            // Still alive: the device may use its regions.
+            // Still alive: the device may use its regions, and the QP its
+            // CQs, SRQ and PD: keep them all for ever rather than destroy
+            // them under it.
             self.mrs.leak();
+            std::mem::forget(Arc::clone(&self.send_cq));
+            std::mem::forget(Arc::clone(&self.recv_cq));
+            if let Some(srq) = &self.srq {
+                std::mem::forget(Arc::clone(srq));
+            }
+            std::mem::forget(Arc::clone(&self.pd));
         }
     }
 }
@@ -258,11 +271,54 @@ impl ConnectOptions {
         }
     }
 
-    /// The same options with another first PSN.
+    /// The same options with another first PSN (its low 24 bits).
     pub fn psn(mut self, psn: u32) -> Self {
-        self.psn = psn & 0x00ff_ffff;
+        self.psn = psn & MAX_PSN;
         self
     }
+
+    /// Checks every field against the width the InfiniBand specification
+    /// gives it: libibverbs passes the bytes on as they are, and a driver
+    /// may truncate them, or read them whole (rxe keeps a retry count of
+    /// 200 as 200 retries).
+    pub(crate) fn check(&self) -> Result<()> {
+        let limits = [
+            (
+                self.psn <= MAX_PSN,
+                "the PSN has 24 bits (at most 0xffffff)",
+            ),
+            (
+                self.timeout <= 31,
+                "the ACK timeout is an exponent of 0..=31",
+            ),
+            (self.retry_cnt <= 7, "the retry count has 3 bits (0..=7)"),
+            (
+                self.rnr_retry <= 7,
+                "the RNR retry count has 3 bits (0..=7)",
+            ),
+            (
+                self.min_rnr_timer <= 31,
+                "the RNR NAK timer code has 5 bits (0..=31)",
+            ),
+        ];
+        match limits.iter().find(|(ok, _)| !ok) {
+            Some((_, what)) => Err(Error::InvalidArgument(what)),
+            None => check_qp_access(self.access),
+        }
+    }
+}
+
+/// The largest packet sequence number: PSNs have 24 bits.
+const MAX_PSN: u32 = 0x00ff_ffff;
+
+/// Access rights of a QP: flags this crate names only.
+fn check_qp_access(access: AccessFlags) -> Result<()> {
+    if AccessFlags::from_bits(access.bits()).is_none() {
+        return Err(Error::InvalidArgument(
+            "access flags this crate does not name (AccessFlags::from_bits_retain)",
+        ));
+    }
+    Ok(())
 }
 
 /// The operation of a [`SendRequest`].
@@ -423,6 +479,7 @@ impl Pd {
                     max_inline_data: attr.cap.max_inline_data,
                 },
                 dead: false,
+                state: RwLock::new(QpState::Reset),
                 mrs: HeldMrs::new(),
                 send_cq,
                 recv_cq,
@@ -477,11 +534,16 @@ impl Qp {
         })
     }
 
+    /// Moves the QP to `attr.qp_state` (`mask` includes `IBV_QP_STATE`)
+    /// and records the state, with no post running meanwhile.
     fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: u32) -> Result<()> {
+        let mut state = self.inner.state.write().unwrap_or_else(|e| e.into_inner());
         // SAFETY: valid QP; ibv_modify_qp(3) reads the attributes selected
         // by `mask` and returns 0 or an errno value.
         let rc = unsafe { sys::ibv_modify_qp(self.inner.raw(), attr, mask as libc::c_int) };
-        check_rc("ibv_modify_qp", rc)
+        check_rc("ibv_modify_qp", rc)?;
+        *state = QpState::from_raw(attr.qp_state);
+        Ok(())
     }
 
     fn zeroed_attr() -> sys::ibv_qp_attr {
@@ -490,7 +552,13 @@ impl Qp {
     }
 
     /// RESET -> INIT on `port`, allowing `access` to peers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for access flags this crate does not
+    /// name; [`Error::Verbs`] when the device refuses (a port it does not
+    /// have, a QP not in RESET).
     pub fn modify_to_init(&self, port: u8, access: AccessFlags) -> Result<()> {
+        check_qp_access(access)?;
         let mut attr = Self::zeroed_attr();
         attr.qp_state = sys::IBV_QPS_INIT;
         attr.pkey_index = 0;
@@ -507,7 +575,18 @@ impl Qp {
 
     /// INIT -> RTR towards `remote`, with a global route from local GID
     /// `opts.gid_index` (RoCE needs one).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a field of `opts` or `remote.psn`
+    /// outside the width the InfiniBand specification gives it, or a GID
+    /// index above 255; [`Error::Verbs`] when the device refuses.
     pub fn modify_to_rtr(&self, opts: &ConnectOptions, remote: &Endpoint) -> Result<()> {
+        opts.check()?;
+        if remote.psn > MAX_PSN {
+            return Err(Error::InvalidArgument(
+                "the remote PSN has 24 bits (at most 0xffffff)",
+            ));
+        }
         let sgid_index = u8::try_from(opts.gid_index)
             .map_err(|_| Error::InvalidArgument("GID index above 255 cannot be used in a path"))?;
         let mut attr = Self::zeroed_attr();
@@ -540,7 +619,13 @@ impl Qp {
     }
 
     /// RTR -> RTS.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a field of `opts` outside the width
+    /// the InfiniBand specification gives it; [`Error::Verbs`] when the
+    /// device refuses.
     pub fn modify_to_rts(&self, opts: &ConnectOptions) -> Result<()> {
+        opts.check()?;
         let mut attr = Self::zeroed_attr();
         attr.qp_state = sys::IBV_QPS_RTS;
         attr.timeout = opts.timeout;
@@ -623,6 +708,9 @@ impl Qp {
 
     /// Moves the QP RESET -> INIT -> RTR -> RTS, connected to `remote`.
     pub fn connect(&self, opts: &ConnectOptions, remote: &Endpoint) -> Result<()> {
+        // Checked before the first transition, so that a bad field does not
+        // leave the QP half way.
+        opts.check()?;
         self.modify_to_init(opts.port, opts.access)?;
         self.modify_to_rtr(opts, remote)?;
         self.modify_to_rts(opts)
@@ -656,8 +744,10 @@ impl Qp {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a QP attached to an SRQ (post to the
-    /// SRQ instead) or an MR of another protection domain,
-    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it starts).
+    /// SRQ instead), an MR of another protection domain, or a QP still in
+    /// RESET (move it to INIT first: [`modify_to_init`](Qp::modify_to_init)
+    /// or [`connect`](Qp::connect)); [`Error::OutOfBounds`] if the range
+    /// does not fit (or ends before it starts).
     #[doc(alias = "ibv_post_recv")]
     pub fn post_recv(&self, mr: &Mr, range: Range<usize>, wr_id: u64) -> Result<()> {
         if self.inner.srq.is_some() {
@@ -667,6 +757,15 @@ impl Qp {
         }
         self.check_mr(mr)?;
         let mut sge = mr.inner.sge(&range)?;
+        // Held across the call: no state change overlaps the post.
+        let state = self.inner.state.read().unwrap_or_else(|e| e.into_inner());
+        if *state == QpState::Reset {
+            // A receive posted in RESET is an error (IBTA C10-97.2.1); siw
+            // queues it anyway.
+            return Err(Error::InvalidArgument(
+                "the QP is in RESET: receives need it in INIT or later",
+            ));
+        }
         self.inner.mrs.hold(&mr.inner);
         let mut wr = sys::ibv_recv_wr {
             wr_id,
@@ -687,13 +786,25 @@ impl Qp {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an MR of another protection domain,
-    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it starts), [`Error::Verbs`]
-    /// when posting fails (e.g. the send queue is full, or the QP is not in
-    /// RTS).
+    /// or a QP this crate has not moved to RTS (connect it first: a send
+    /// posted before then is refused by rxe and siw only after they queued
+    /// it, and it would go out once the QP is connected);
+    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it
+    /// starts); [`Error::Verbs`] when posting fails (e.g. the send queue is
+    /// full).
     #[doc(alias = "ibv_post_send")]
     pub fn post_send(&self, req: &SendRequest<'_>) -> Result<()> {
         self.check_mr(req.mr)?;
         let mut sge = req.mr.inner.sge(&req.range)?;
+        // Held across the call: no state change overlaps the post.
+        let state = self.inner.state.read().unwrap_or_else(|e| e.into_inner());
+        // RTS, or where the crate moved it from RTS (SQD queues sends until
+        // RTS again, ERR flushes them).
+        if !matches!(*state, QpState::Rts | QpState::Sqd | QpState::Err) {
+            return Err(Error::InvalidArgument(
+                "the QP is not connected: sends need it in RTS",
+            ));
+        }
         self.inner.mrs.hold(&req.mr.inner);
         // SAFETY: ibv_send_wr is plain data (pointers and integers in unions);
         // all-zero is a valid value.
@@ -762,5 +873,50 @@ impl fmt::Debug for Qp {
             .field("qp_num", &self.inner.qp_num)
             .field("srq", &self.inner.srq.is_some())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_options_are_checked_against_their_widths() {
+        let ok = ConnectOptions::new(1, 3);
+        ok.check().unwrap();
+        let edges = ConnectOptions {
+            psn: MAX_PSN,
+            timeout: 31,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 31,
+            ..ok
+        };
+        edges.check().unwrap();
+        assert_eq!(ok.psn(u32::MAX).psn, MAX_PSN);
+        let bad = [
+            ConnectOptions {
+                psn: MAX_PSN + 1,
+                ..ok
+            },
+            ConnectOptions { timeout: 32, ..ok },
+            ConnectOptions { timeout: 255, ..ok },
+            ConnectOptions { retry_cnt: 8, ..ok },
+            ConnectOptions { rnr_retry: 8, ..ok },
+            ConnectOptions {
+                min_rnr_timer: 32,
+                ..ok
+            },
+            ConnectOptions {
+                access: AccessFlags::from_bits_retain(1 << 31),
+                ..ok
+            },
+        ];
+        for opts in bad {
+            assert!(
+                matches!(opts.check(), Err(Error::InvalidArgument(_))),
+                "{opts:?}"
+            );
+        }
     }
 }

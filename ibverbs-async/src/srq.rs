@@ -62,8 +62,10 @@ impl Drop for SrqInner {
             let _ = self.destroy_raw();
         }
         if !self.dead {
-            // Still alive: the device may use its regions.
+            // Still alive: the device may use its regions, and the SRQ its
+            // PD: keep them for ever rather than free them under it.
             self.mrs.leak();
+            std::mem::forget(Arc::clone(&self.pd));
         }
     }
 }

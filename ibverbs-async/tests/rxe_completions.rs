@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::{connect, end, open, opts, poll_n, watchdog, End, ACCESS, WAIT};
 use ibverbs_async::{
-    tokio::CqEvents, Context, Error, GidType, LinkLayer, Mtu, PortState, QpCap, QpInit, QpState,
-    SendRequest, WcOpcode, WcStatus, CQ_EVENT_ACK_BATCH,
+    tokio::CqEvents, AccessFlags, ConnectOptions, Context, Error, GidType, LinkLayer, Mtu,
+    PortState, QpCap, QpInit, QpState, SendRequest, WcOpcode, WcStatus, CQ_EVENT_ACK_BATCH,
 };
 
 fn send_recv_and_rdma(a: &mut End, b: &mut End) {
@@ -145,9 +145,75 @@ fn input_errors_are_typed() {
         cq.req_notify(false),
         Err(Error::InvalidArgument(_))
     ));
-    // Posting sends before RTS fails in the provider.
-    let err = qp.post_send(&SendRequest::send(&mr, 0..8)).unwrap_err();
-    assert_eq!(err.call(), Some("ibv_post_send"), "{err}");
+    // Remote write without local write (ibv_reg_mr(3)).
+    assert!(matches!(
+        pd.reg_mr(64, AccessFlags::REMOTE_WRITE),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Posting before the QP is ready is refused before libibverbs is
+    // called: a receive in RESET, a send before RTS.
+    assert!(matches!(
+        qp.post_recv(&mr, 0..8, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        qp.post_send(&SendRequest::send(&mr, 0..8)),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Connection options outside their widths.
+    let bad = ConnectOptions {
+        timeout: 200,
+        ..opts(&ctx)
+    };
+    assert!(matches!(
+        qp.modify_to_rts(&bad),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+/// rxe and siw queue a send posted before RTS, then report the doorbell's
+/// failure: the send went out with the next post after the connection. The
+/// crate refuses it before libibverbs sees it, so only the later send
+/// arrives.
+#[test]
+fn a_send_refused_before_the_connection_never_goes_out() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let (mut a, mut b) = (end(&ctx), end(&ctx));
+    a.mr.write(0, b"early").unwrap();
+    a.mr.write(64, b"later").unwrap();
+    for (qp, mr) in [(&a.qp, &a.mr), (&b.qp, &b.mr)] {
+        let err = qp
+            .post_send(&SendRequest::send(mr, 0..5).wr_id(1))
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
+    a.qp.modify_to_init(1, ACCESS).unwrap();
+    let err =
+        a.qp.post_send(&SendRequest::send(&a.mr, 0..5).wr_id(1))
+            .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    a.qp.modify_to_reset().unwrap();
+
+    connect(&a.qp, &ctx, &b.qp, &ctx);
+    b.mr.fill(0);
+    b.qp.post_recv(&b.mr, 0..64, 10).unwrap();
+    b.qp.post_recv(&b.mr, 64..128, 11).unwrap();
+    a.qp.post_send(&SendRequest::send(&a.mr, 64..69).wr_id(2))
+        .unwrap();
+    let sent = poll_n(&a.cq, 1);
+    assert_eq!(sent[0].wr_id(), 2);
+    let got = poll_n(&b.cq, 1);
+    assert!(got[0].is_success(), "{}", got[0].status_str());
+    assert_eq!(got[0].wr_id(), 10);
+    assert_eq!(b.mr.to_vec(0..5).unwrap(), b"later");
+    // Nothing else arrives.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut wc = [ibverbs_async::WorkCompletion::default(); 4];
+    assert_eq!(a.cq.poll(&mut wc).unwrap(), 0, "{:?}", &wc[..1]);
+    assert_eq!(b.cq.poll(&mut wc).unwrap(), 0, "{:?}", &wc[..1]);
+    assert_eq!(b.mr.to_vec(64..69).unwrap(), [0; 5]);
+    drop((a, b));
 }
 
 #[test]
