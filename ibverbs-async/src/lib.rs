@@ -80,6 +80,9 @@
 //! | Connection attributes wider than the InfiniBand fields they fill (a PSN over 24 bits, an ACK timeout over 31, retry counts over 7, an RNR timer code over 31: libibverbs passes them on, rxe keeps a retry count of 200 as 200 retries); access flags no verb names ([`AccessFlags::from_bits_retain`]); remote write or atomics on a region without local write (`ibv_reg_mr(3)`: "must be set too") | [`Error::InvalidArgument`] before libibverbs is called | unit tests of `qp.rs` and `mr.rs`; `rxe_completions::input_errors_are_typed` |
 //! | Sizes and ranges no device or allocation can hold: a region of 2^50 bytes, a range that ends before it starts, a queue of 2^32 entries, capacities over the C `int` | [`Pd::reg_mr`] allocates fallibly ([`Error::OutOfMemory`], no abort), every range is checked before it reaches an allocation or a work request ([`Error::OutOfBounds`], also for a reversed range), counts that do not fit the C type are [`Error::InvalidArgument`], and the device's own refusals are [`Error::Verbs`] | `rxe_sizes` (property tests over lengths, offsets, ranges, CQ, SRQ and QP sizes on rxe and siw, also under valgrind); unit tests of `mr.rs` |
 //!
+//! Every C call the crate makes, with the preconditions its manual page
+//! leaves to the caller and how each is met, is listed in [`preconditions`].
+//!
 //! # Example
 //! Listing devices works everywhere, including where the kernel has no
 //! RDMA support:
@@ -126,6 +129,8 @@ mod event;
 mod fd;
 mod mr;
 mod pd;
+#[doc = include_str!("preconditions.md")]
+pub mod preconditions {}
 mod qp;
 mod registry;
 mod srq;
