@@ -204,6 +204,27 @@ pub(crate) fn reclaim_closed_endpoint(domain: &Arc<DomainInner>, ep: u64) -> Vec
     kept
 }
 
+/// The operation contexts of the buffers in flight on endpoint `ep` of
+/// `domain`, for `fi_cancel` before the endpoint closes. Cold.
+pub(crate) fn contexts_in_flight(domain: &Arc<DomainInner>, ep: u64) -> Vec<*mut c_void> {
+    let live: Vec<Arc<PoolInner>> = pools()
+        .values()
+        .filter_map(|(_, weak)| weak.upgrade())
+        .filter(|pool| Arc::ptr_eq(&pool.domain, domain))
+        .collect();
+    let mut contexts = Vec::new();
+    for pool in &live {
+        for (slot, state) in pool.table.states.iter().enumerate() {
+            let s = state.load(Ordering::Acquire);
+            if s & KIND == IN_FLIGHT && s >> EP_SHIFT == ep {
+                let index = slot * CONTEXTS_PER_SLOT + parity(s);
+                contexts.push(pool.table.contexts[index].0.get().cast());
+            }
+        }
+    }
+    contexts
+}
+
 impl Drop for PoolInner {
     fn drop(&mut self) {
         pools().remove(&(self.table.contexts.as_ptr() as usize));

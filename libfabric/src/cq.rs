@@ -34,8 +34,12 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
+
+/// The longest an `sread` blocks at once: an endpoint of the queue being
+/// enabled or closed on another thread waits at most this long for it.
+const SREAD_SLICE: Duration = Duration::from_millis(100);
 
 bitflags! {
     /// Completion flags (`fi_cq_*_entry::flags`).
@@ -517,6 +521,28 @@ pub(crate) struct CqInner {
     /// queued here, so their addresses are not given to a newer pool until
     /// the queue is closed.
     kept: std::sync::Mutex<Vec<Arc<crate::buffer::SlotTable>>>,
+    /// Shared by every call that runs the provider's progress on this
+    /// queue (reads, `sread`, `fi_trywait`, `fi_poll`); exclusive while an
+    /// endpoint bound to it is bound and enabled, or closed. The util
+    /// providers walk the queue's endpoints in its progress and read state
+    /// that only exists between an endpoint's `fi_enable` and its
+    /// `fi_close`: rxm reads the endpoint's `msg_cq` (`prov/rxm/src/rxm_cq.c`
+    /// 1929), opened only at enable (`rxm_ep.c` 1343) and closed in
+    /// `rxm_ep_close`; shm reads `ep->region` (`prov/shm/src/smr_progress.c`
+    /// 1156), created at enable (`smr_ep.c` 1684); rxd's enable and close
+    /// raced its progress too (line numbers of 1.17). A read on another
+    /// thread during either crashed, and so did a read with a bound, never
+    /// enabled endpoint: endpoints give their queues to the provider only
+    /// in `enable` (`Endpoint::bind_cq` records them).
+    pub(crate) lifecycle: RwLock<()>,
+}
+
+impl CqInner {
+    /// Held while the provider's progress may run on this queue.
+    #[inline]
+    pub(crate) fn progress_guard(&self) -> RwLockReadGuard<'_, ()> {
+        self.lifecycle.read().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl CqInner {
@@ -630,6 +656,7 @@ impl<F: Format> CompletionQueue<F> {
                 signals_reported: AtomicU64::new(0),
                 id,
                 kept: std::sync::Mutex::new(Vec::new()),
+                lifecycle: RwLock::new(()),
             }),
             _format: PhantomData,
         })
@@ -662,8 +689,10 @@ impl<F: Format> CompletionQueue<F> {
             return EAGAIN;
         }
         release_overwritten(&mut buf[..count]);
+        let _progress = self.inner.progress_guard();
         // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
-        // format into buf, whose element type is that format's struct.
+        // format into buf, whose element type is that format's struct; no
+        // endpoint bound to the queue is being enabled or closed (the guard).
         unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) }
     }
 
@@ -681,6 +710,7 @@ impl<F: Format> CompletionQueue<F> {
             return Ok(Read::Empty);
         }
         release_overwritten(&mut buf[..count]);
+        let progress = self.inner.progress_guard();
         // SAFETY: as read; src_addr receives count fi_addr_t values (Addr is
         // a transparent u64).
         let ret = unsafe {
@@ -691,6 +721,7 @@ impl<F: Format> CompletionQueue<F> {
                 addrs.as_mut_ptr().cast(),
             )
         };
+        drop(progress);
         decode(ret, buf, "fi_cq_readfrom")
     }
 
@@ -786,7 +817,11 @@ impl<F: Format> CompletionQueue<F> {
                 None | Some(None) => None,
                 Some(Some(d)) => Some(d.saturating_duration_since(Instant::now())),
             };
-            let ret = self.sread_once(buf, addrs.as_deref_mut(), count, cond, remaining);
+            // Blocks in slices, so that an endpoint of this queue can be
+            // enabled or closed meanwhile (each waits for the progress
+            // guard that a blocked sread holds).
+            let slice = remaining.map_or(SREAD_SLICE, |r| r.min(SREAD_SLICE));
+            let ret = self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice));
             // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
             // -FI_EAGAIN (tcp), -FI_ECANCELED (sockets, on signal) or
             // -FI_ETIMEDOUT (rxd, on timeout).
@@ -814,9 +849,10 @@ impl<F: Format> CompletionQueue<F> {
                 _ => {}
             }
             let mut fids = [self.inner.fid.fid()];
-            if trywait_raw(self.inner.domain.fabric.fid.as_ptr(), &mut fids)?
-                == TryWait::EventsPending
-            {
+            let progress = self.inner.progress_guard();
+            let pending = trywait_raw(self.inner.domain.fabric.fid.as_ptr(), &mut fids)?;
+            drop(progress);
+            if pending == TryWait::EventsPending {
                 continue;
             }
         };
@@ -834,6 +870,7 @@ impl<F: Format> CompletionQueue<F> {
     ) -> isize {
         let ms = timeout_ms(timeout);
         release_overwritten(&mut buf[..count]);
+        let _progress = self.inner.progress_guard();
         match addrs {
             // SAFETY: as read: at most count entries of the queue's format
             // are written into buf; cond is NULL or points to a size_t
@@ -872,10 +909,12 @@ impl<F: Format> CompletionQueue<F> {
             err_data_size: size,
             ..Default::default()
         };
+        let progress = self.inner.progress_guard();
         // SAFETY: fi_cq_readerr(3): entry is a full fi_cq_err_entry; a
         // non-zero err_data_size asks the provider to copy err_data into our
         // buffer (API >= 1.5).
         let ret = unsafe { sys::fi_cq_readerr(self.inner.fid.as_ptr(), &mut entry, 0) };
+        drop(progress);
         if ret == EAGAIN {
             return Ok(None);
         }
@@ -994,6 +1033,9 @@ impl<F: Format> Waitable for CompletionQueue<F> {
     }
     fn wait_obj(&self) -> WaitObj {
         self.inner.wait_obj
+    }
+    fn progress_lock(&self) -> Option<&RwLock<()>> {
+        Some(&self.inner.lifecycle)
     }
 }
 

@@ -137,6 +137,10 @@ const CONNECTED: u32 = 1 << 8;
 /// The connection is over: `fi_shutdown` was called, or an `FI_SHUTDOWN`
 /// naming the endpoint was read. Never cleared; it outweighs `CONNECTED`.
 const DISCONNECTED: u32 = 1 << 9;
+/// The transmit CQ was given to the provider (`fi_ep_bind`, in `enable`).
+const TX_CQ_GIVEN: u32 = 1 << 10;
+/// The receive CQ was given to the provider.
+const RX_CQ_GIVEN: u32 = 1 << 11;
 
 const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG | CONNECTED;
 const RECV_READY: u32 = ENABLED | RX_CQ | CAP_MSG;
@@ -221,9 +225,41 @@ impl EpInner {
     }
 
     /// `fi_close` of the endpoint, with an AV bound first where the
-    /// provider needs one (see `av_for_close`).
+    /// provider needs one (see `av_for_close`), its receives in flight
+    /// cancelled first, and its completion queues' progress held off.
     fn close_fid(&mut self) -> Result<()> {
+        if !self.fid.is_open() {
+            return Ok(());
+        }
         let _av = self.av_for_close();
+        let state = *self.state.get_mut();
+        if state & ENABLED != 0 {
+            // Several providers drop what is posted on an endpoint that
+            // closes, without a completion (sockets, tcp;ofi_rxm,
+            // udp;ofi_rxd): cancelled first, a receive completes with
+            // FI_ECANCELED and its buffer comes back through the queue
+            // (rxm: `rxm_ep_cancel_recv` writes an FI_ECANCELED error entry,
+            // `prov/rxm/src/rxm_ep.c` 409-441; rxd: `rxd_ep_cancel_recv`,
+            // `prov/rxd/src/rxd_ep.c` 102-132; sockets: `sock_rx_ctx_cancel`,
+            // `prov/sockets/src/sock_ep.c` 448-491, in 1.17). Each matches
+            // the context against its queued receives only; sends and what
+            // is not found are left, and come back at the close
+            // (buffer.rs).
+            for context in crate::buffer::contexts_in_flight(&self.domain, self.id) {
+                // SAFETY: fi_cancel(3) on the open endpoint with the context
+                // of an operation posted on it; the provider compares the
+                // context with those it holds and never writes it unless it
+                // holds it, and the slot's memory outlives the endpoint.
+                unsafe { sys::fi_cancel(self.fid.fid(), context) };
+            }
+        }
+        let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
+        let cqs = if state & (TX_CQ_GIVEN | RX_CQ_GIVEN) != 0 {
+            distinct_cqs(bound)
+        } else {
+            [None, None]
+        };
+        let _exclusive = exclusive(&cqs);
         self.fid.close()
     }
 }
@@ -241,8 +277,10 @@ impl Drop for EpInner {
             // free if user calls accept. Otherwise, user will call reject",
             // prov/tcp/src/tcpx_ep.c 804-805 in 1.17, xnet_ep.c 763 in
             // 1.22), and its reject of a handle whose socket the endpoint took
-            // only frees it (tcpx_ep.c 996-997, xnet_pep.c 293-294).
-            if p.info.provider() == "tcp" {
+            // only frees it (tcpx_ep.c 996-997, xnet_pep.c 293-294). 1.17's
+            // net provider is the code that became tcp's in 1.19 and needs
+            // the same (prov/net/src/xnet_ep.c 694-695, xnet_pep.c 276-299).
+            if matches!(p.info.provider(), "tcp" | "net") {
                 // SAFETY: fi_reject(3) on the open passive endpoint the
                 // request came from, with its handle, consumed by nothing
                 // else (the accept that would have consumed it never ran).
@@ -263,6 +301,39 @@ impl Drop for EpInner {
             }
         }
     }
+}
+
+/// The distinct completion queues an endpoint is bound to, each with the
+/// directions it serves, in address order (the order their locks are taken
+/// in: see `wait::with_progress_guards`).
+fn distinct_cqs(bound: &Bound) -> [Option<(Arc<CqInner>, CqBind)>; 2] {
+    match (&bound.tx, &bound.rx) {
+        (Some(tx), Some(rx)) if Arc::ptr_eq(tx, rx) => {
+            [Some((tx.clone(), CqBind::TRANSMIT | CqBind::RECV)), None]
+        }
+        (tx, rx) => {
+            let mut both = [
+                tx.as_ref().map(|c| (c.clone(), CqBind::TRANSMIT)),
+                rx.as_ref().map(|c| (c.clone(), CqBind::RECV)),
+            ];
+            both.sort_unstable_by_key(|c| c.as_ref().map_or(0, |(c, _)| lock_address(c)));
+            both
+        }
+    }
+}
+
+fn lock_address(cq: &Arc<CqInner>) -> usize {
+    &cq.lifecycle as *const std::sync::RwLock<()> as usize
+}
+
+/// The queues' progress locks, held exclusively, in address order.
+fn exclusive(
+    cqs: &[Option<(Arc<CqInner>, CqBind)>; 2],
+) -> Vec<std::sync::RwLockWriteGuard<'_, ()>> {
+    cqs.iter()
+        .flatten()
+        .map(|(cq, _)| cq.lifecycle.write().unwrap_or_else(|e| e.into_inner()))
+        .collect()
 }
 
 /// A post refused by the provider, with the buffer handed back: nothing is
@@ -762,9 +833,11 @@ impl Endpoint {
         Ok(())
     }
 
-    /// `fi_ep_bind` to a completion queue, for transmit and/or receive
-    /// completions, before [`enable`](Self::enable); one queue per
-    /// direction.
+    /// Binds a completion queue, for transmit and/or receive completions,
+    /// before [`enable`](Self::enable); one queue per direction. The
+    /// provider is given it (`fi_ep_bind`) by `enable`, just before
+    /// `fi_enable`: rxm, rxd and shm crash a read of a queue with a bound,
+    /// never enabled endpoint. An error of that `fi_ep_bind` is `enable`'s.
     ///
     /// # Errors
     /// [`Error::ForeignObject`] for a queue of another domain;
@@ -794,11 +867,9 @@ impl Endpoint {
                 reason: "a completion queue is already bound for this direction",
             });
         }
-        // SAFETY: fi_ep_bind(3) of two open objects of one domain; the CQ is
-        // kept open by the Arcs stored below as long as the endpoint is.
-        check("fi_ep_bind(cq)", unsafe {
-            sys::fi_ep_bind(self.raw(), cq.inner.fid.fid(), flags.bits())
-        })?;
+        // The provider is given the queue in `enable`, just before
+        // fi_enable: a bound, never enabled endpoint crashes the util
+        // providers' progress of the queue (see CqInner::lifecycle).
         let mut bits = 0;
         if tx {
             bound.tx = Some(cq.inner.clone());
@@ -844,8 +915,11 @@ impl Endpoint {
         Ok(())
     }
 
-    /// `fi_enable`, once. Needs an event queue bound on connected (MSG)
-    /// endpoints and an address vector on connectionless ones.
+    /// `fi_ep_bind` of the completion queues, then `fi_enable`, once.
+    /// Needs an event queue bound on connected (MSG) endpoints and an
+    /// address vector on connectionless ones. The queues' reads, waits and
+    /// polls on other threads wait meanwhile (the util providers' progress
+    /// crashes on an endpoint being enabled).
     ///
     /// # Errors
     /// [`Error::State`] when what it needs is not bound, or it is already
@@ -866,8 +940,43 @@ impl Endpoint {
                 reason: "a connected endpoint needs an event queue bound first",
             });
         }
+        // The completion queues, then fi_enable, with the queues' progress
+        // held off meanwhile (see CqInner::lifecycle).
+        let cqs = distinct_cqs(&bound);
+        let exclusive = exclusive(&cqs);
+        for (cq, flags) in cqs.iter().flatten() {
+            // Each direction once (an enable the provider refused may have
+            // given some already).
+            let given = self.inner.state.load(Ordering::Acquire);
+            let mut flags = *flags;
+            if given & TX_CQ_GIVEN != 0 {
+                flags.remove(CqBind::TRANSMIT);
+            }
+            if given & RX_CQ_GIVEN != 0 {
+                flags.remove(CqBind::RECV);
+            }
+            if flags.is_empty() {
+                continue;
+            }
+            // SAFETY: fi_ep_bind(3) of two open objects of one domain
+            // (checked in bind_cq), before fi_enable, each direction once;
+            // the CQ is kept open by the Arc in `bound` as long as the
+            // endpoint is.
+            check("fi_ep_bind(cq)", unsafe {
+                sys::fi_ep_bind(self.raw(), cq.fid.fid(), flags.bits())
+            })?;
+            let mut bits = 0;
+            if flags.contains(CqBind::TRANSMIT) {
+                bits |= TX_CQ_GIVEN;
+            }
+            if flags.contains(CqBind::RECV) {
+                bits |= RX_CQ_GIVEN;
+            }
+            self.inner.state.fetch_or(bits, Ordering::Release);
+        }
         // SAFETY: fi_enable(3) on an open endpoint with what it needs bound.
         check("fi_enable", unsafe { sys::fi_enable(self.raw()) })?;
+        drop(exclusive);
         self.inner.state.fetch_or(ENABLED, Ordering::Release);
         // Some providers know the connection data size only once enabled.
         if let (Some(max), Some(eq)) = (self.cm_data_size(), &bound.eq) {

@@ -29,7 +29,11 @@ pub(crate) struct OwnedFid<T: RawFid> {
 // SAFETY: this crate opens domains only with FI_THREAD_SAFE (checked in
 // `Domain::open`), under which fi_domain(3) allows any object to be used
 // through any interface from any thread at once; fabric-level objects (EQs,
-// wait sets) are always thread safe. The pointer itself is just an address.
+// wait sets) are always thread safe. One exception is known and guarded:
+// the util providers (rxm, rxd, shm) crash a completion queue's progress
+// run on one thread while an endpoint bound to it is enabled or closed on
+// another, so those calls exclude each other (`CqInner::lifecycle`). The
+// pointer itself is just an address.
 unsafe impl<T: RawFid> Send for OwnedFid<T> {}
 // SAFETY: as above.
 unsafe impl<T: RawFid> Sync for OwnedFid<T> {}

@@ -131,12 +131,15 @@ impl PollSet {
         const STACK: usize = 32;
         let mut contexts = [ptr::null_mut::<c_void>(); STACK];
         let count = ready.len().min(STACK);
-        // SAFETY: fi_poll(3) writes at most count contexts.
-        let ret =
-            unsafe { sys::fi_poll(self.inner.fid.as_ptr(), contexts.as_mut_ptr(), count as i32) };
+        let members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
+        // fi_poll runs the members' progress: under their progress locks.
+        let mut locks: Vec<_> = members.iter().map(|m| Some(&m.lifecycle)).collect();
+        let ret = crate::wait::with_progress_guards(&mut locks, || {
+            // SAFETY: fi_poll(3) writes at most count contexts.
+            unsafe { sys::fi_poll(self.inner.fid.as_ptr(), contexts.as_mut_ptr(), count as i32) }
+        });
         check("fi_poll", ret)?;
         let n = (ret as usize).min(count);
-        let members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
         let mut found = 0;
         for context in &contexts[..n] {
             if let Some(m) = members.iter().find(|m| m.id as usize == *context as usize) {

@@ -25,7 +25,7 @@
 use crate::cq::{self, CompletionQueue, Format};
 use crate::eq::{self, EventBuf, EventQueue};
 use crate::error::{Error, Result, EAGAIN};
-use crate::wait::{eq_has_entries, trywait_raw, TryWait, Waitable};
+use crate::wait::{eq_has_entries, trywait_raw, with_progress_guards, TryWait, Waitable};
 use libfabric_sys::fabric as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
@@ -70,12 +70,13 @@ async fn wait_ready(
     fabric: &SendPtr<sys::fid_fabric>,
     fid: &SendPtr<sys::fid>,
     eq: Option<&SendPtr<sys::fid_eq>>,
+    progress: Option<&std::sync::RwLock<()>>,
 ) -> Result<()> {
-    // The raw pointers are used only before the first await, in
-    // trywait_raw, so the future stays Send.
+    // The raw pointers and the progress guard are used only before the
+    // first await, in trywait_raw, so the future stays Send.
     let pending = {
         let mut fids = [fid.0];
-        trywait_raw(fabric.0, &mut fids)?
+        with_progress_guards(&mut [progress], || trywait_raw(fabric.0, &mut fids))?
     };
     if pending == TryWait::EventsPending {
         return Ok(());
@@ -148,7 +149,7 @@ impl AsyncEventQueue {
                 return eq::decode(&self.eq.inner, ret, event, buf, false, "fi_eq_read");
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
-            wait_ready(&self.fd, &self.fabric, &self.fid, Some(&eq)).await?;
+            wait_ready(&self.fd, &self.fabric, &self.fid, Some(&eq), None).await?;
         }
     }
 }
@@ -204,7 +205,8 @@ impl<F: Format> AsyncCompletionQueue<F> {
             if ret != EAGAIN {
                 return cq::decode(ret, buf, "fi_cq_read");
             }
-            wait_ready(&self.fd, &self.fabric, &self.fid, None).await?;
+            let progress = Some(&self.cq.inner.lifecycle);
+            wait_ready(&self.fd, &self.fabric, &self.fid, None, progress).await?;
         }
     }
 }

@@ -9,7 +9,7 @@ use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// How a queue blocks (`enum fi_wait_obj`).
@@ -167,6 +167,12 @@ pub trait Waitable: sealed::Sealed {
     fn event_queue(&self) -> Option<*mut sys::fid_eq> {
         None
     }
+    /// The lock that a call running the provider's progress on this queue
+    /// holds shared (a completion queue's: see `CqInner::lifecycle`).
+    #[doc(hidden)]
+    fn progress_lock(&self) -> Option<&RwLock<()>> {
+        None
+    }
     /// `fi_control(FI_GETWAIT)` for an `FI_WAIT_FD` queue: the fd that becomes
     /// readable when the queue may have entries, borrowed from the queue, as
     /// a [`WaitFd`] to poll for readiness.
@@ -313,7 +319,44 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     }
     // SAFETY: the first queues.len() slots were written above.
     let fids = unsafe { std::slice::from_raw_parts_mut(stack.as_mut_ptr().cast(), queues.len()) };
-    trywait_raw(fabric.inner.fid.as_ptr(), fids)
+    let mut locks = [None; STACK];
+    for (slot, q) in locks.iter_mut().zip(queues) {
+        *slot = q.progress_lock();
+    }
+    with_progress_guards(&mut locks[..queues.len()], || {
+        trywait_raw(fabric.inner.fid.as_ptr(), fids)
+    })
+}
+
+/// Runs `f` holding the progress locks in `locks` shared, each once, in
+/// address order (the order in which endpoints take them exclusively, so
+/// that no two threads wait for each other; and a second shared
+/// acquisition of one lock on a thread could wait behind an exclusive
+/// one). Sorts `locks` in place; no allocation.
+#[inline]
+pub(crate) fn with_progress_guards<R>(
+    locks: &mut [Option<&RwLock<()>>],
+    f: impl FnOnce() -> R,
+) -> R {
+    if locks.len() > 1 {
+        locks.sort_unstable_by_key(|l| l.map_or(0, |l| l as *const RwLock<()> as usize));
+    }
+    hold_progress_guards(locks, f)
+}
+
+fn hold_progress_guards<R>(locks: &[Option<&RwLock<()>>], f: impl FnOnce() -> R) -> R {
+    for (at, lock) in locks.iter().enumerate() {
+        let Some(lock) = *lock else { continue };
+        let _guard = lock.read().unwrap_or_else(|e| e.into_inner());
+        // The rest, which holds no lock equal to this one (sorted).
+        let rest = &locks[at + 1..];
+        let skip = rest
+            .iter()
+            .take_while(|l| l.is_some_and(|l| ptr::eq(l, lock)))
+            .count();
+        return hold_progress_guards(&rest[skip..], f);
+    }
+    f()
 }
 
 /// The fid of a queue fi_trywait may be given, or why not.
@@ -348,7 +391,11 @@ fn trywait_many(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
         .iter()
         .map(|q| checked_fid(fabric, *q))
         .collect::<Result<Vec<_>>>();
-    trywait_raw(fabric.inner.fid.as_ptr(), &mut fids?)
+    let mut fids = fids?;
+    let mut locks: Vec<_> = queues.iter().map(|q| q.progress_lock()).collect();
+    with_progress_guards(&mut locks, || {
+        trywait_raw(fabric.inner.fid.as_ptr(), &mut fids)
+    })
 }
 
 #[inline]
@@ -403,6 +450,9 @@ pub struct Waiter<'q> {
     /// The event queues among them, looked at once more before blocking.
     eqs: Vec<*mut sys::fid_eq>,
     pollfds: Vec<libc::pollfd>,
+    /// The distinct progress locks of the queues (see
+    /// [`with_progress_guards`]), held around `fi_trywait`.
+    locks: Vec<Option<&'q RwLock<()>>>,
     _queues: std::marker::PhantomData<&'q dyn Waitable>,
 }
 
@@ -435,6 +485,7 @@ impl<'q> Waiter<'q> {
         let mut fids = Vec::with_capacity(queues.len());
         let mut eqs = Vec::new();
         let mut pollfds = Vec::with_capacity(queues.len());
+        let mut locks: Vec<Option<&'q RwLock<()>>> = Vec::new();
         for q in queues {
             if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
                 return Err(Error::InvalidArgument(
@@ -444,6 +495,9 @@ impl<'q> Waiter<'q> {
             let fd = q.wait_fd()?;
             fids.push(q.wait_fid());
             eqs.extend(q.event_queue());
+            if q.progress_lock().is_some() {
+                locks.push(q.progress_lock());
+            }
             pollfds.push(libc::pollfd {
                 fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
@@ -455,6 +509,7 @@ impl<'q> Waiter<'q> {
             fids,
             eqs,
             pollfds,
+            locks,
             _queues: std::marker::PhantomData,
         })
     }
@@ -465,7 +520,9 @@ impl<'q> Waiter<'q> {
         // A timeout too long for an Instant is no timeout.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
-            if trywait_raw(self.fabric.fid.as_ptr(), &mut self.fids)? == TryWait::EventsPending {
+            let (fabric, fids) = (self.fabric.fid.as_ptr(), &mut self.fids);
+            let pending = with_progress_guards(&mut self.locks, || trywait_raw(fabric, fids))?;
+            if pending == TryWait::EventsPending {
                 return Ok(Wake::Ready);
             }
             // About to block: look at the event queues once more (see
