@@ -25,7 +25,7 @@
 use crate::cq::{self, CompletionQueue, Format};
 use crate::eq::{self, EventBuf, EventQueue};
 use crate::error::{Error, Result, EAGAIN};
-use crate::wait::{eq_has_entries, trywait_raw, TryWait, Waitable};
+use crate::wait::{eq_has_entries, eq_second_look_needed, trywait_raw, TryWait, Waitable};
 use libfabric_sys::fabric as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
@@ -148,7 +148,8 @@ impl AsyncEventQueue {
                 return eq::decode(&self.eq.inner, ret, event, buf, false, "fi_eq_read");
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
-            wait_ready(&self.fd, &self.fabric, &self.fid, Some(&eq)).await?;
+            let second_look = eq_second_look_needed().then_some(&eq);
+            wait_ready(&self.fd, &self.fabric, &self.fid, second_look).await?;
         }
     }
 }

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a queue blocks (`enum fi_wait_obj`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -265,6 +265,13 @@ pub(crate) fn query_wait_obj(fid: *mut sys::fid, requested: WaitObj) -> WaitObj 
 /// trywait returns, and this look finds it; one written after it raises the
 /// fd again. Its CQs check and reset under one lock (1628-1633) and need no
 /// second look.
+///
+/// Only libfabric from 1.18 on needs it: 1.17's `fi_trywait` (util
+/// `ofi_trywait`, reached by every provider of this crate's matrix) resets
+/// an EQ's wait fd before it looks at the queue, under the wait's lock
+/// (`util_wait_fd_try`, `prov/util/src/util_wait.c` in 1.17), so an event
+/// written at any point either is seen or raises the fd again. The waits of
+/// this crate take the second look when [`eq_second_look_needed`] says so.
 #[cfg(not(libfabric_unpatched_trywait))]
 #[inline]
 pub(crate) fn eq_has_entries(eq: *mut sys::fid_eq) -> bool {
@@ -283,6 +290,20 @@ pub(crate) fn eq_has_entries(eq: *mut sys::fid_eq) -> bool {
         )
     };
     ret != crate::error::EAGAIN
+}
+
+/// Whether the libfabric loaded may erase an EQ's wake-up inside
+/// `fi_trywait` (see [`eq_has_entries`]): 1.18 and newer, where tcp's own
+/// trywait checks the queue before it resets the fd. Asked once per
+/// process (`fi_version`).
+#[inline]
+pub(crate) fn eq_second_look_needed() -> bool {
+    static NEEDED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *NEEDED.get_or_init(|| {
+        // 1.18 is the first version whose tcp was not checked; the newer
+        // ones (1.19 to 2.6) are known to erase the wake-up.
+        libfabric_sys::fabric::runtime_version() >= sys::FI_VERSION(1, 18)
+    })
 }
 
 /// The second look switched off, to show the lost wake-up it prevents
@@ -400,7 +421,8 @@ pub struct Waiter<'q> {
     /// would keep the fabric that `fi_trywait` is called on.
     fabric: Arc<FabricInner>,
     fids: Vec<*mut sys::fid>,
-    /// The event queues among them, looked at once more before blocking.
+    /// The event queues among them, looked at once more before blocking
+    /// where the libfabric loaded needs it ([`eq_second_look_needed`]).
     eqs: Vec<*mut sys::fid_eq>,
     pollfds: Vec<libc::pollfd>,
     _queues: std::marker::PhantomData<&'q dyn Waitable>,
@@ -443,7 +465,9 @@ impl<'q> Waiter<'q> {
             }
             let fd = q.wait_fd()?;
             fids.push(q.wait_fid());
-            eqs.extend(q.event_queue());
+            if eq_second_look_needed() {
+                eqs.extend(q.event_queue());
+            }
             pollfds.push(libc::pollfd {
                 fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
@@ -461,44 +485,57 @@ impl<'q> Waiter<'q> {
 
     /// Waits until some queue may have entries, or the timeout passes
     /// (`None`: forever). Returns at once when `fi_trywait` finds entries.
+    ///
+    /// The blocking path is `fi_trywait`, one `ppoll(2)` on the wait fds,
+    /// and the caller's drain; no clock is read: the kernel counts the
+    /// time left down across interruptions by signals.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Wake> {
-        // A timeout too long for an Instant is no timeout.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        // ppoll(2): the Linux system call writes the time not slept back
+        // into its timeout (glibc's wrapper hides that with a copy, so the
+        // system call is made directly). A timeout too long for a
+        // timespec is clamped to centuries.
+        let mut left = timeout.map(|t| libc::timespec {
+            tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: t.subsec_nanos() as _,
+        });
         loop {
             if trywait_raw(self.fabric.fid.as_ptr(), &mut self.fids)? == TryWait::EventsPending {
                 return Ok(Wake::Ready);
             }
-            // About to block: look at the event queues once more (see
-            // eq_has_entries: a wake-up tcp erased in fi_trywait).
+            // About to block: look at the event queues once more where the
+            // libfabric loaded needs it (see eq_has_entries: a wake-up tcp
+            // erased in fi_trywait).
             if self.eqs.iter().any(|&eq| eq_has_entries(eq)) {
                 return Ok(Wake::Ready);
             }
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            for p in &mut self.pollfds {
-                p.revents = 0;
-            }
-            // SAFETY: pollfds is a valid array of nfds entries whose fds are
-            // borrowed from the queues for 'q.
+            let left_ptr = left
+                .as_mut()
+                .map_or(ptr::null_mut(), |t| t as *mut libc::timespec);
+            // SAFETY: ppoll(2) on pollfds, a valid array of nfds entries
+            // whose fds are borrowed from the queues for 'q (it writes
+            // their revents); left_ptr is NULL (no timeout) or a valid
+            // timespec it updates; no signal mask.
             let n = unsafe {
-                libc::poll(
+                libc::syscall(
+                    libc::SYS_ppoll,
                     self.pollfds.as_mut_ptr(),
                     self.pollfds.len() as libc::nfds_t,
-                    timeout_ms(remaining),
+                    left_ptr,
+                    ptr::null::<libc::sigset_t>(),
+                    std::mem::size_of::<libc::sigset_t>(),
                 )
             };
             if n > 0 {
                 return Ok(Wake::Ready);
             }
-            if n < 0 {
-                let err = std::io::Error::last_os_error();
-                if err.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(Error::system("poll", err));
+            if n == 0 {
+                return Ok(Wake::TimedOut);
             }
-            if remaining.is_some_and(|r| r.is_zero())
-                || deadline.is_some_and(|d| Instant::now() >= d)
-            {
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(Error::system("ppoll", err));
+            }
+            if left.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
                 return Ok(Wake::TimedOut);
             }
         }
