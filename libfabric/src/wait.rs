@@ -133,8 +133,12 @@ pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
         None => -1,
         Some(t) => {
-            // Round up so that a short non-zero timeout does not become 0.
-            let ms = t.as_nanos().div_ceil(1_000_000);
+            // Round up so that a short non-zero timeout does not become 0
+            // (whole seconds are whole milliseconds: no 128-bit division).
+            let ms = t
+                .as_secs()
+                .saturating_mul(1000)
+                .saturating_add(u64::from(t.subsec_nanos().div_ceil(1_000_000)));
             i32::try_from(ms).unwrap_or(i32::MAX)
         }
     }
