@@ -30,8 +30,12 @@
 /* The Rust EventBuf: room for a CM entry with 1024 bytes of connection data. */
 #define BL_EVENT_BUF_LEN (sizeof(struct fi_eq_cm_entry) + 1024)
 #define BL_EVENT_WORDS ((BL_EVENT_BUF_LEN + 7) / 8)
-/* Completions read per fi_cq_read (the Rust side reads into a slice of 8). */
+/* Completions read per one-shot fi_cq_read (the Rust side reads into a slice of 8). */
 #define BL_CQ_BATCH 8
+/* The largest batch of the timed fi_cq_read loop. */
+#define BL_CQ_MAX_BATCH 64
+/* Connection data carried by the CONNREQ events of the queued-event case. */
+#define BL_CONNREQ_DATA 16
 /* How long a wake-up benchmark waits for one event before giving up. */
 #define BL_TIMEOUT_MS 5000
 
@@ -112,15 +116,27 @@ int bl_trywait(struct fid_fabric *fabric, struct fid_eq *eq, struct fid_cq *cq)
 
 /* ---- timed loops ---- */
 
-/* fi_cq_read on an empty CQ: every call must return -FI_EAGAIN. */
-int64_t bl_cq_read_empty(struct fid_cq *cq, uint64_t iters)
+size_t bl_cq_max_batch(void)
 {
-	struct fi_cq_msg_entry entries[BL_CQ_BATCH];
+	return BL_CQ_MAX_BATCH;
+}
+
+size_t bl_connreq_data(void)
+{
+	return BL_CONNREQ_DATA;
+}
+
+/* fi_cq_read of `batch` entries on an empty CQ: every call must return -FI_EAGAIN. */
+int64_t bl_cq_read_empty(struct fid_cq *cq, uint64_t iters, size_t batch)
+{
+	struct fi_cq_msg_entry entries[BL_CQ_MAX_BATCH];
 	int64_t start = cpu_ns();
 	ssize_t ret;
 
+	if (batch == 0 || batch > BL_CQ_MAX_BATCH)
+		return -FI_EINVAL;
 	for (uint64_t i = 0; i < iters; i++) {
-		ret = fi_cq_read(cq, entries, BL_CQ_BATCH);
+		ret = fi_cq_read(cq, entries, batch);
 		if (ret != -FI_EAGAIN)
 			return unexpected(ret);
 	}
@@ -153,11 +169,12 @@ int64_t bl_eq_write_read(struct fid_eq *eq, uint64_t iters)
  * fi_eq_read of an event already queued: `batch` events are written (not
  * timed), then read back (timed), until `iters` reads are done.
  */
+int64_t bl_eq_write_notifies(struct fid_eq *eq, uint64_t n);
+
 int64_t bl_eq_read_queued(struct fid_eq *eq, uint64_t iters, uint64_t batch)
 {
 	uint64_t buf[BL_EVENT_WORDS];
 	const struct fi_eq_entry *got = (const struct fi_eq_entry *)buf;
-	struct fi_eq_entry entry = { .fid = &eq->fid, .context = NULL, .data = 0 };
 	uint32_t event;
 	int64_t total = 0, start;
 	uint64_t done = 0, n, j;
@@ -165,22 +182,92 @@ int64_t bl_eq_read_queued(struct fid_eq *eq, uint64_t iters, uint64_t batch)
 
 	while (done < iters) {
 		n = iters - done < batch ? iters - done : batch;
-		for (j = 0; j < n; j++) {
-			entry.data = j;
-			ret = fi_eq_write(eq, FI_NOTIFY, &entry, sizeof(entry), 0);
-			if (ret != (ssize_t)sizeof(entry))
-				return unexpected(ret);
-		}
+		ret = bl_eq_write_notifies(eq, n);
+		if (ret)
+			return ret;
 		start = cpu_ns();
 		for (j = 0; j < n; j++) {
 			ret = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
-			if (ret != (ssize_t)sizeof(entry) || event != FI_NOTIFY || got->data != j)
+			if (ret != (ssize_t)sizeof(struct fi_eq_entry) || event != FI_NOTIFY || got->data != j)
 				return unexpected(ret);
 		}
 		total += cpu_ns() - start;
 		done += n;
 	}
 	return total;
+}
+
+/*
+ * Queues `n` FI_CONNREQ events naming the EQ, with no fi_info and
+ * BL_CONNREQ_DATA bytes of connection data (byte k of event j is j + k).
+ * The writer of the CONNREQ case, shared by both sides.
+ */
+int64_t bl_eq_write_connreqs(struct fid_eq *eq, uint64_t n)
+{
+	struct {
+		struct fi_eq_cm_entry cm;
+		uint8_t data[BL_CONNREQ_DATA];
+	} entry = { .cm = { .fid = &eq->fid, .info = NULL } };
+	size_t len = sizeof(struct fi_eq_cm_entry) + BL_CONNREQ_DATA;
+	ssize_t ret;
+
+	for (uint64_t j = 0; j < n; j++) {
+		for (int k = 0; k < BL_CONNREQ_DATA; k++)
+			entry.cm.data[k] = (uint8_t)(j + k);
+		ret = fi_eq_write(eq, FI_CONNREQ, &entry, len, 0);
+		if (ret != (ssize_t)len)
+			return unexpected(ret);
+	}
+	return 0;
+}
+
+/*
+ * fi_eq_read of queued FI_CONNREQ events with connection data: `batch`
+ * events are queued (bl_eq_write_connreqs, not timed), then read back
+ * (timed), until `iters` reads are done.
+ */
+int64_t bl_eq_read_connreq(struct fid_eq *eq, uint64_t iters, uint64_t batch)
+{
+	uint64_t buf[BL_EVENT_WORDS];
+	const struct fi_eq_cm_entry *got = (const struct fi_eq_cm_entry *)buf;
+	ssize_t len = (ssize_t)(sizeof(struct fi_eq_cm_entry) + BL_CONNREQ_DATA);
+	uint32_t event;
+	int64_t total = 0, start, ret;
+	uint64_t done = 0, n, j;
+	ssize_t rd;
+
+	while (done < iters) {
+		n = iters - done < batch ? iters - done : batch;
+		ret = bl_eq_write_connreqs(eq, n);
+		if (ret)
+			return ret;
+		start = cpu_ns();
+		for (j = 0; j < n; j++) {
+			rd = fi_eq_read(eq, &event, buf, sizeof(buf), 0);
+			if (rd != len || event != FI_CONNREQ || got->info != NULL ||
+			    got->data[BL_CONNREQ_DATA - 1] != (uint8_t)(j + BL_CONNREQ_DATA - 1))
+				return unexpected(rd);
+		}
+		total += cpu_ns() - start;
+		done += n;
+	}
+	return total;
+}
+
+/* Queues `n` FI_NOTIFY events naming the EQ, data 0..n-1: the writer of the
+ * queued-event case, shared by both sides. */
+int64_t bl_eq_write_notifies(struct fid_eq *eq, uint64_t n)
+{
+	struct fi_eq_entry entry = { .fid = &eq->fid, .context = NULL, .data = 0 };
+	ssize_t ret;
+
+	for (uint64_t j = 0; j < n; j++) {
+		entry.data = j;
+		ret = fi_eq_write(eq, FI_NOTIFY, &entry, sizeof(entry), 0);
+		if (ret != (ssize_t)sizeof(entry))
+			return unexpected(ret);
+	}
+	return 0;
 }
 
 /* fi_trywait on an empty EQ and CQ: every call must return FI_SUCCESS. */

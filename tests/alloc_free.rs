@@ -251,7 +251,7 @@ fn complete(cq: &CompletionQueue<Msg>, pool: &BufferPool, blocking: bool) -> Buf
             cq.read(&mut entries)
         };
         match read.unwrap() {
-            CqRead::Completions(done) => {
+            CqRead::Completions(mut done) => {
                 assert_eq!(done.len(), 1);
                 return pool.reclaim(&mut done[0]).expect("the buffer comes back");
             }

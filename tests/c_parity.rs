@@ -43,6 +43,7 @@ fn assert_empty(q: &Queues) {
 #[test]
 fn both_sides_use_the_same_buffer_sizes() {
     assert_eq!(baselines::cq_batch(), micro::CQ_BATCH);
+    assert_eq!(baselines::cq_max_batch(), micro::MAX_BATCH);
     let cm = size_of::<sys::fi_eq_cm_entry>() + libfabric::eq::DEFAULT_CM_DATA_CAPACITY;
     assert_eq!(baselines::event_buf_len(), cm.div_ceil(8) * 8);
 }
@@ -128,8 +129,17 @@ fn every_benchmark_case_does_its_work_in_c_and_in_rust() {
             Kind::PerCall => 2 * micro::QUEUED_BATCH + 7,
             Kind::WakeUp => 20,
         };
-        for (side, run) in [("C", case.c), ("Rust", case.rust)] {
-            let samples = run(&q, iters).unwrap_or_else(|e| panic!("{}, {side}: {e}", case.name));
+        let batches: &[usize] = if case.batched {
+            &micro::BATCHES
+        } else {
+            &[micro::CQ_BATCH]
+        };
+        for (side, run, &batch) in [("C", case.c), ("Rust", case.rust)]
+            .into_iter()
+            .flat_map(|(side, run)| batches.iter().map(move |b| (side, run, b)))
+        {
+            let samples = run(&q, iters, batch)
+                .unwrap_or_else(|e| panic!("{}, {side}, batch {batch}: {e}", case.name));
             let expected = match case.kind {
                 Kind::PerCall => 1,
                 Kind::WakeUp => iters as usize,

@@ -98,7 +98,7 @@ fn a_panic_while_handling_completions_loses_no_buffer() {
                 .read(&mut entries[got..])
                 .expect("fi_cq_read")
             {
-                CqRead::Completions(c) => got += c.len(),
+                CqRead::Completions(c) => got += c.into_slice().len(),
                 CqRead::ErrorPending => panic!("error completion"),
                 _ => assert!(Instant::now() < deadline, "receives within 10 s"),
             }

@@ -272,7 +272,8 @@ impl<'l> Driver<'l> {
             std::thread::sleep(Duration::from_micros(200));
         }
         let mut entries: [ContextEntry; 1] = Default::default();
-        match self.link.tx_cq.read(&mut entries)? {
+        let read = self.link.tx_cq.read(&mut entries)?;
+        match read {
             CqRead::Completions(_) => Err("an unexpected send completion".into()),
             CqRead::ErrorPending => Err(self.failed(&self.link.tx_cq, Queue::Tx)),
             _ => Ok(()),
@@ -370,7 +371,7 @@ enum Found {
     Nothing,
 }
 
-fn found<T>(read: CqRead<'_, T>) -> Found {
+fn found<T: libfabric::cq::CompletionEntry>(read: CqRead<'_, T>) -> Found {
     match read {
         CqRead::Completions(_) => Found::Completion,
         CqRead::ErrorPending => Found::Error,

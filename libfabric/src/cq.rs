@@ -365,9 +365,10 @@ impl CqAttr {
 /// What a read of a completion queue found.
 #[derive(Debug)]
 #[must_use]
-pub enum Read<'b, T> {
-    /// Completions, at the start of the caller's slice.
-    Completions(&'b mut [T]),
+pub enum Read<'b, T: CompletionEntry> {
+    /// Completions, at the start of the caller's slice, in a guard that
+    /// hands back the buffers of those not reclaimed when it is dropped.
+    Completions(Completions<'b, T>),
     /// Nothing to read (`-FI_EAGAIN`).
     Empty,
     /// The timeout of a blocking read passed.
@@ -381,13 +382,101 @@ pub enum Read<'b, T> {
     ErrorPending,
 }
 
-impl<T> Read<'_, T> {
+impl<T: CompletionEntry> Read<'_, T> {
     /// How many completions were read.
     pub fn count(&self) -> usize {
         match self {
             Read::Completions(c) => c.len(),
             _ => 0,
         }
+    }
+}
+
+/// The completions one read wrote, at the start of the caller's slice: a
+/// `&mut [T]` (through `Deref`) that knows which entries the read filled.
+///
+/// Dropping it hands back to their pools the buffers of the completions
+/// it still holds that were neither reclaimed ([`BufferPool::reclaim`])
+/// nor moved out (say, by a panic while they were handled), and leaves
+/// those entries empty. So a read never overwrites a completion that
+/// still names a buffer, and costs the same whatever the length of the
+/// slice, as `fi_cq_read` does: only the entries a read filled are looked
+/// at, once, when they are released.
+///
+/// A guard leaked with [`std::mem::forget`], or a completion moved into a
+/// read buffer by hand and read over, leaks its buffer as `mem::forget`
+/// does (the slot stays taken until its pool is dropped); nothing is
+/// freed twice.
+///
+/// [`BufferPool::reclaim`]: crate::BufferPool::reclaim
+#[must_use]
+pub struct Completions<'b, T: CompletionEntry> {
+    entries: &'b mut [T],
+}
+
+impl<'b, T: CompletionEntry> Completions<'b, T> {
+    /// Gives up the guard and keeps the completions where the read put
+    /// them, for code that gathers several reads in one array and handles
+    /// them afterwards. Each entry still hands its buffer back when it is
+    /// dropped, but one still holding a completion when a later read
+    /// writes over it is leaked, as [`std::mem::forget`] leaks: reclaim or
+    /// take them (`std::mem::take`) before reading into them again.
+    #[inline]
+    pub fn into_slice(self) -> &'b mut [T] {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        std::mem::take(&mut this.entries)
+    }
+}
+
+impl<T: CompletionEntry> std::ops::Deref for Completions<'_, T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        self.entries
+    }
+}
+
+impl<T: CompletionEntry> std::ops::DerefMut for Completions<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.entries
+    }
+}
+
+impl<'a, T: CompletionEntry> IntoIterator for &'a mut Completions<'_, T> {
+    type Item = &'a mut T;
+    type IntoIter = std::slice::IterMut<'a, T>;
+    #[inline]
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter_mut()
+    }
+}
+
+impl<'a, T: CompletionEntry> IntoIterator for &'a Completions<'_, T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    #[inline]
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter()
+    }
+}
+
+impl<T: CompletionEntry> Drop for Completions<'_, T> {
+    /// Hands back the buffers of the filled entries not reclaimed: one
+    /// null check per filled entry when all were.
+    #[inline]
+    fn drop(&mut self) {
+        for entry in self.entries.iter_mut() {
+            if entry.context() != 0 {
+                crate::buffer::release_unreclaimed(entry.take_context());
+            }
+        }
+    }
+}
+
+impl<T: CompletionEntry + fmt::Debug> fmt::Debug for Completions<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.entries, f)
     }
 }
 
@@ -688,7 +777,6 @@ impl<F: Format> CompletionQueue<F> {
         if count == 0 {
             return EAGAIN;
         }
-        release_overwritten(&mut buf[..count]);
         let _progress = self.inner.progress_guard();
         // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
         // format into buf, whose element type is that format's struct; no
@@ -709,7 +797,6 @@ impl<F: Format> CompletionQueue<F> {
         if count == 0 {
             return Ok(Read::Empty);
         }
-        release_overwritten(&mut buf[..count]);
         let progress = self.inner.progress_guard();
         // SAFETY: as read; src_addr receives count fi_addr_t values (Addr is
         // a transparent u64).
@@ -869,7 +956,6 @@ impl<F: Format> CompletionQueue<F> {
         timeout: Option<Duration>,
     ) -> isize {
         let ms = timeout_ms(timeout);
-        release_overwritten(&mut buf[..count]);
         let _progress = self.inner.progress_guard();
         match addrs {
             // SAFETY: as read: at most count entries of the queue's format
@@ -981,37 +1067,17 @@ impl<F: Format> CompletionQueue<F> {
     }
 }
 
-/// Completions still in `buf` that were neither reclaimed nor dropped are
-/// about to be overwritten by a read: hand their buffers back first, as
-/// dropping them would. One null check per entry when all were reclaimed.
 #[inline]
-fn release_overwritten<E: CompletionEntry>(buf: &mut [E]) {
-    // One OR per entry and a single branch in the usual case, where every
-    // completion was reclaimed.
-    if buf.iter().fold(0, |any, e| any | e.context()) != 0 {
-        release_overwritten_slow(buf);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn release_overwritten_slow<E: CompletionEntry>(buf: &mut [E]) {
-    for entry in buf {
-        if entry.context() != 0 {
-            crate::buffer::release_unreclaimed(entry.take_context());
-        }
-    }
-}
-
-#[inline]
-pub(crate) fn decode<'b, T>(
+pub(crate) fn decode<'b, T: CompletionEntry>(
     ret: isize,
     buf: &'b mut [T],
     call: &'static str,
 ) -> Result<Read<'b, T>> {
     if ret > 0 {
         let n = (ret as usize).min(buf.len());
-        return Ok(Read::Completions(&mut buf[..n]));
+        return Ok(Read::Completions(Completions {
+            entries: &mut buf[..n],
+        }));
     }
     if ret == EAGAIN || ret == 0 {
         return Ok(Read::Empty);

@@ -73,7 +73,7 @@
 //! let mut entries: [MsgEntry; 1] = Default::default();
 //! let rx = loop {
 //!     let _ = client_cq.read(&mut [MsgEntry::default()]);
-//!     if let CqRead::Completions(done) = server_cq.read(&mut entries)? {
+//!     if let CqRead::Completions(mut done) = server_cq.read(&mut entries)? {
 //!         assert_eq!(done[0].len(), 4);
 //!         break server_pool.reclaim(&mut done[0]).expect("the receive's buffer");
 //!     }

@@ -890,6 +890,9 @@ fn not_writable() -> Error {
     )
 }
 
+/// What one `fi_eq_read` returned, as a [`Read`]. The common outcomes
+/// (an empty queue, an `FI_NOTIFY` entry) are decided inline; every other
+/// event is decoded out of line.
 #[inline(always)]
 pub(crate) fn decode<'b>(
     eq: &Arc<EqInner>,
@@ -899,9 +902,32 @@ pub(crate) fn decode<'b>(
     peek: bool,
     call: &'static str,
 ) -> Result<Read<'b>> {
+    if ret >= size_of::<sys::fi_eq_entry>() as isize && event == sys::FI_NOTIFY {
+        // SAFETY: the provider wrote at least a full fi_eq_entry at the
+        // start of the u64-aligned buffer.
+        let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_entry) };
+        return Ok(Read::Event(Event::Notify(Entry {
+            fid: Fid::from_raw(e.fid),
+            context: e.context as usize,
+            data: e.data,
+        })));
+    }
     if ret == EAGAIN {
         return Ok(Read::Empty);
     }
+    decode_other(eq, ret, event, buf, peek, call)
+}
+
+/// [`decode`] for everything but an empty queue and an `FI_NOTIFY` entry.
+#[inline(never)]
+fn decode_other<'b>(
+    eq: &Arc<EqInner>,
+    ret: isize,
+    event: u32,
+    buf: &'b mut EventBuf,
+    peek: bool,
+    call: &'static str,
+) -> Result<Read<'b>> {
     if ret == EAVAIL {
         return Ok(Read::ErrorPending);
     }
@@ -946,11 +972,11 @@ pub(crate) fn decode<'b>(
             let request = if peek {
                 None
             } else {
-                let source = eq.find_passive(fid).map(|pep| RequestSource {
-                    pep,
-                    _eq: eq.clone(),
-                });
                 Info::from_raw(info).map(|info| {
+                    let source = eq.find_passive(fid).map(|pep| RequestSource {
+                        pep,
+                        _eq: eq.clone(),
+                    });
                     complete_names(&info, &eq.fabric);
                     ConnRequest::new(info, source)
                 })

@@ -25,7 +25,9 @@
 use crate::cq::{self, CompletionQueue, Format};
 use crate::eq::{self, EventBuf, EventQueue};
 use crate::error::{Error, Result, EAGAIN};
-use crate::wait::{eq_has_entries, trywait_raw, with_progress_guards, TryWait, Waitable};
+use crate::wait::{
+    eq_has_entries, eq_second_look_needed, trywait_raw, with_progress_guards, TryWait, Waitable,
+};
 use libfabric_sys::fabric as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
@@ -149,7 +151,8 @@ impl AsyncEventQueue {
                 return eq::decode(&self.eq.inner, ret, event, buf, false, "fi_eq_read");
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
-            wait_ready(&self.fd, &self.fabric, &self.fid, Some(&eq), None).await?;
+            let second_look = eq_second_look_needed().then_some(&eq);
+            wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await?;
         }
     }
 }

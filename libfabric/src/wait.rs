@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a queue blocks (`enum fi_wait_obj`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -133,8 +133,12 @@ pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
         None => -1,
         Some(t) => {
-            // Round up so that a short non-zero timeout does not become 0.
-            let ms = t.as_nanos().div_ceil(1_000_000);
+            // Round up so that a short non-zero timeout does not become 0
+            // (whole seconds are whole milliseconds: no 128-bit division).
+            let ms = t
+                .as_secs()
+                .saturating_mul(1000)
+                .saturating_add(u64::from(t.subsec_nanos().div_ceil(1_000_000)));
             i32::try_from(ms).unwrap_or(i32::MAX)
         }
     }
@@ -271,6 +275,16 @@ pub(crate) fn query_wait_obj(fid: *mut sys::fid, requested: WaitObj) -> WaitObj 
 /// trywait returns, and this look finds it; one written after it raises the
 /// fd again. Its CQs check and reset under one lock (1628-1633) and need no
 /// second look.
+///
+/// Only libfabric from 1.18 on needs it. In 1.17, tcp, rxm and the other
+/// util providers trywait through `ofi_trywait` (`prov/tcp/src/tcpx_fabric.c`
+/// 50), whose `util_wait_fd_try` resets the wait fd before it looks at the
+/// queue (`prov/util/src/util_wait.c` 343-363), so an event written at any
+/// point either is seen or raises the fd again; sockets' trywait touches
+/// nothing (`prov/sockets/src/sock_fabric.c` 196-200) and its EQ fd stays
+/// raised while the queue holds events (`sock_eq.c` 246, `dlistfd`). The
+/// waits of this crate take the second look when [`eq_second_look_needed`]
+/// says so.
 #[cfg(not(libfabric_unpatched_trywait))]
 #[inline]
 pub(crate) fn eq_has_entries(eq: *mut sys::fid_eq) -> bool {
@@ -289,6 +303,20 @@ pub(crate) fn eq_has_entries(eq: *mut sys::fid_eq) -> bool {
         )
     };
     ret != crate::error::EAGAIN
+}
+
+/// Whether the libfabric loaded may erase an EQ's wake-up inside
+/// `fi_trywait` (see [`eq_has_entries`]): 1.18 and newer, where tcp's own
+/// trywait checks the queue before it resets the fd. Asked once per
+/// process (`fi_version`).
+#[inline]
+pub(crate) fn eq_second_look_needed() -> bool {
+    static NEEDED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *NEEDED.get_or_init(|| {
+        // 1.18 is the first version whose tcp was not checked; the newer
+        // ones (1.19 to 2.6) are known to erase the wake-up.
+        libfabric_sys::fabric::runtime_version() >= sys::FI_VERSION(1, 18)
+    })
 }
 
 /// The second look switched off, to show the lost wake-up it prevents
@@ -447,7 +475,8 @@ pub struct Waiter<'q> {
     /// would keep the fabric that `fi_trywait` is called on.
     fabric: Arc<FabricInner>,
     fids: Vec<*mut sys::fid>,
-    /// The event queues among them, looked at once more before blocking.
+    /// The event queues among them, looked at once more before blocking
+    /// where the libfabric loaded needs it ([`eq_second_look_needed`]).
     eqs: Vec<*mut sys::fid_eq>,
     pollfds: Vec<libc::pollfd>,
     /// The distinct progress locks of the queues (see
@@ -494,7 +523,9 @@ impl<'q> Waiter<'q> {
             }
             let fd = q.wait_fd()?;
             fids.push(q.wait_fid());
-            eqs.extend(q.event_queue());
+            if eq_second_look_needed() {
+                eqs.extend(q.event_queue());
+            }
             if q.progress_lock().is_some() {
                 locks.push(q.progress_lock());
             }
@@ -516,46 +547,59 @@ impl<'q> Waiter<'q> {
 
     /// Waits until some queue may have entries, or the timeout passes
     /// (`None`: forever). Returns at once when `fi_trywait` finds entries.
+    ///
+    /// The blocking path is `fi_trywait`, one `ppoll(2)` on the wait fds,
+    /// and the caller's drain; no clock is read: the kernel counts the
+    /// time left down across interruptions by signals.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Wake> {
-        // A timeout too long for an Instant is no timeout.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        // ppoll(2): the Linux system call writes the time not slept back
+        // into its timeout (glibc's wrapper hides that with a copy, so the
+        // system call is made directly). A timeout too long for a
+        // timespec is clamped to centuries.
+        let mut left = timeout.map(|t| libc::timespec {
+            tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: t.subsec_nanos() as _,
+        });
         loop {
             let (fabric, fids) = (self.fabric.fid.as_ptr(), &mut self.fids);
             let pending = with_progress_guards(&mut self.locks, || trywait_raw(fabric, fids))?;
             if pending == TryWait::EventsPending {
                 return Ok(Wake::Ready);
             }
-            // About to block: look at the event queues once more (see
-            // eq_has_entries: a wake-up tcp erased in fi_trywait).
+            // About to block: look at the event queues once more where the
+            // libfabric loaded needs it (see eq_has_entries: a wake-up tcp
+            // erased in fi_trywait).
             if self.eqs.iter().any(|&eq| eq_has_entries(eq)) {
                 return Ok(Wake::Ready);
             }
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            for p in &mut self.pollfds {
-                p.revents = 0;
-            }
-            // SAFETY: pollfds is a valid array of nfds entries whose fds are
-            // borrowed from the queues for 'q.
+            let left_ptr = left
+                .as_mut()
+                .map_or(ptr::null_mut(), |t| t as *mut libc::timespec);
+            // SAFETY: ppoll(2) on pollfds, a valid array of nfds entries
+            // whose fds are borrowed from the queues for 'q (it writes
+            // their revents); left_ptr is NULL (no timeout) or a valid
+            // timespec it updates; no signal mask.
             let n = unsafe {
-                libc::poll(
+                libc::syscall(
+                    libc::SYS_ppoll,
                     self.pollfds.as_mut_ptr(),
                     self.pollfds.len() as libc::nfds_t,
-                    timeout_ms(remaining),
+                    left_ptr,
+                    ptr::null::<libc::sigset_t>(),
+                    std::mem::size_of::<libc::sigset_t>(),
                 )
             };
             if n > 0 {
                 return Ok(Wake::Ready);
             }
-            if n < 0 {
-                let err = std::io::Error::last_os_error();
-                if err.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(Error::system("poll", err));
+            if n == 0 {
+                return Ok(Wake::TimedOut);
             }
-            if remaining.is_some_and(|r| r.is_zero())
-                || deadline.is_some_and(|d| Instant::now() >= d)
-            {
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(Error::system("ppoll", err));
+            }
+            if left.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
                 return Ok(Wake::TimedOut);
             }
         }

@@ -491,7 +491,7 @@ fn transfers_to_addresses_not_in_the_address_vector_are_refused() {
     while let Err(e) = r.ep.send_to(tx, 4, me) {
         assert!(e.is_again() && Instant::now() < deadline, "{e}");
         tx = e.buffer;
-        if let CqRead::Completions(done) = r.cq.read(&mut entries).unwrap() {
+        if let CqRead::Completions(mut done) = r.cq.read(&mut entries).unwrap() {
             for e in done.iter_mut() {
                 drop(r.pool.reclaim(e).expect("a pool buffer"));
                 got += 1;
@@ -500,7 +500,7 @@ fn transfers_to_addresses_not_in_the_address_vector_are_refused() {
     }
     while got < 2 {
         assert!(Instant::now() < deadline, "no loopback completions");
-        if let CqRead::Completions(done) = r.cq.read(&mut entries).unwrap() {
+        if let CqRead::Completions(mut done) = r.cq.read(&mut entries).unwrap() {
             for e in done.iter_mut() {
                 drop(r.pool.reclaim(e).expect("a pool buffer"));
                 got += 1;
@@ -1106,7 +1106,7 @@ fn sends_before_the_connection_is_established_are_refused() {
     let mut entries: [MsgEntry; 1] = Default::default();
     let deadline = Instant::now() + Duration::from_secs(10);
     let rx = loop {
-        if let CqRead::Completions(done) = scq.read(&mut entries).unwrap() {
+        if let CqRead::Completions(mut done) = scq.read(&mut entries).unwrap() {
             assert_eq!(done[0].len(), 3);
             break spool.reclaim(&mut done[0]).expect("the receive's buffer");
         }
@@ -1290,7 +1290,7 @@ fn drain_reclaiming(cq: &CompletionQueue<Tagged>, pool: &BufferPool) -> usize {
                 let mut err = cq.read_err(&mut errbuf).unwrap().expect("an error entry");
                 back += usize::from(pool.reclaim_err(&mut err).is_some());
             }
-            CqRead::Completions(done) => {
+            CqRead::Completions(mut done) => {
                 for entry in done.iter_mut() {
                     back += usize::from(pool.reclaim(entry).is_some());
                 }
@@ -1369,7 +1369,7 @@ fn endpoints_enabled_and_closed_while_their_queue_is_read_on_another_thread() {
                             }
                         }
                     }
-                    CqRead::Completions(done) => {
+                    CqRead::Completions(mut done) => {
                         for entry in done.iter_mut() {
                             if let Some(b) = pool.reclaim(entry) {
                                 hold(&b);

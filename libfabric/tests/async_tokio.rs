@@ -123,7 +123,7 @@ fn completions_arrive_through_the_async_cq() {
             panic!("send")
         };
         assert_eq!(sent.len(), 1);
-        let CqRead::Completions(recvd) = r.unwrap() else {
+        let CqRead::Completions(mut recvd) = r.unwrap() else {
             panic!("recv")
         };
         let rx = pair.server_pool.reclaim(&mut recvd[0]).unwrap();

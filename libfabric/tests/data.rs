@@ -24,7 +24,7 @@ fn one<F: Format>(cq: &CompletionQueue<F>, others: &[&dyn Fn()]) -> F::Entry {
     let mut buf: [F::Entry; 1] = Default::default();
     loop {
         match cq.read(&mut buf).unwrap() {
-            Read::Completions(_) => return std::mem::take(&mut buf[0]),
+            Read::Completions(mut c) => return std::mem::take(&mut c[0]),
             Read::ErrorPending => {
                 let mut e = ErrDataBuf::new();
                 panic!("error completion: {:?}", cq.read_err(&mut e).unwrap());
@@ -257,10 +257,10 @@ fn tagged_messages_and_readfrom_on_rdm() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut entries: [libfabric::cq::TaggedEntry; 1] = Default::default();
     let mut addrs = [Addr::UNSPEC; 1];
-    let (entry_tag, src) = loop {
+    let (entry_tag, src, rx) = loop {
         let _ = a.cq.read(&mut [Default::default()]);
         match b.cq.read_from(&mut entries, &mut addrs).unwrap() {
-            Read::Completions(c) => break (c[0].tag(), addrs[0]),
+            Read::Completions(mut c) => break (c[0].tag(), addrs[0], pool.reclaim(&mut c[0])),
             Read::ErrorPending => panic!("error completion"),
             _ => {}
         }
@@ -269,7 +269,7 @@ fn tagged_messages_and_readfrom_on_rdm() {
     };
     assert_eq!(entry_tag, 0x77);
     assert_eq!(src, a_addr_in_b, "readfrom names the sender's address");
-    let rx = pool.reclaim(&mut entries[0]).unwrap();
+    let rx = rx.unwrap();
     assert_eq!(&rx[..4], b"tag!");
 }
 

@@ -423,7 +423,7 @@ fn an_address_vector_stays_open_while_its_endpoint_uses_it() {
     let mut entries: [libfabric::cq::TaggedEntry; 1] = Default::default();
     loop {
         let _ = a_cq.read(&mut [Default::default()]);
-        if let CqRead::Completions(c) = b_cq.read(&mut entries).unwrap() {
+        if let CqRead::Completions(mut c) = b_cq.read(&mut entries).unwrap() {
             let rx = pool.reclaim(&mut c[0]).unwrap();
             assert_eq!(&rx[..2], b"av");
             break;
@@ -479,9 +479,9 @@ fn overwritten_and_flushed_completions_hand_their_buffers_back() {
         println!("SKIP {}: provider sockets: closing an endpoint does not flush its posted receives into the CQ", test_name());
         return;
     }
-    // A completion left in the read buffer and overwritten by the next read,
-    // and receives flushed when their endpoint closes but never read: both
-    // give their buffers back to the pool.
+    // A completion read and neither reclaimed nor kept (its read's
+    // Completions guard dropped), and receives flushed when their endpoint
+    // closes but never read: both give their buffers back to the pool.
     let pair = connect_pair::<Msg>(CqAttr::new().size(64));
     let pool = BufferPool::new(&pair.server_domain, 2, 64).unwrap();
     pair.server.recv(pool.take().unwrap()).unwrap();
@@ -500,7 +500,8 @@ fn overwritten_and_flushed_completions_hand_their_buffers_back() {
         assert!(Instant::now() < deadline, "no receive completion");
         std::thread::sleep(Duration::from_micros(200));
     }
-    // Not reclaimed: the next read into the same entries releases it.
+    // Not reclaimed: dropping the guard released it, and the next read
+    // into the same entries hands nothing back twice.
     let _ = pair.server_cq.read(&mut entries).unwrap();
     let back = pool
         .take()

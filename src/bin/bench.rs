@@ -27,9 +27,10 @@ mod pingpong_example;
 #[path = "bench/report.rs"]
 mod report;
 
-use micro::{Kind, Queues, CASES};
+use micro::{Case, Kind, Queues, CASES};
 use pingpong::{Run, Tool};
 use report::{Counted, Line, SizePoint, Target};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::process::{exit, Command};
 use std::time::{Duration, Instant};
@@ -57,11 +58,13 @@ Options:
                         each micro-benchmark, C and Rust, with valgrind's
                         callgrind; a full run prints them after the timings
                         (they do not depend on the load of the machine)
+  --providers P,P       the providers of the micro-benchmarks (default:
+                        tcp,udp;ofi_rxd,tcp;ofi_rxm; quote the semicolons)
+  --batches N,N         the batch sizes of the fi_cq_read case (default
+                        1,8,64; at most 64)
   -h, --help            this help
 ";
 
-/// Micro-benchmark ratios must stay at or under this.
-const MICRO_TARGET: f64 = 1.02;
 /// Pingpong latency ratio at most, bandwidth ratio at least.
 const LATENCY_TARGET: f64 = 1.03;
 const BANDWIDTH_TARGET: f64 = 0.97;
@@ -88,6 +91,8 @@ struct Settings {
     markdown: Option<String>,
     plot: Option<String>,
     instructions: bool,
+    providers: Vec<String>,
+    batches: Vec<usize>,
 }
 
 impl Settings {
@@ -109,6 +114,8 @@ impl Settings {
             markdown: None,
             plot: None,
             instructions: false,
+            providers: micro::PROVIDERS.iter().map(|p| p.to_string()).collect(),
+            batches: micro::BATCHES.to_vec(),
         }
     }
 }
@@ -135,6 +142,30 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
                 } else {
                     s.pingpong_rounds = n;
                 }
+            }
+            "--providers" => {
+                s.providers = value(arg)?
+                    .split(',')
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if s.providers.is_empty() {
+                    return Err("--providers needs at least one provider".into());
+                }
+            }
+            "--batches" => {
+                s.batches = value(arg)?
+                    .split(',')
+                    .map(|b| {
+                        b.parse()
+                            .ok()
+                            .filter(|&n| (1..=micro::MAX_BATCH).contains(&n))
+                            .ok_or(format!(
+                                "--batches: {b:?} is not a size in 1..={}",
+                                micro::MAX_BATCH
+                            ))
+                    })
+                    .collect::<Result<_, _>>()?;
             }
             "--only" => match value(arg)?.as_str() {
                 "micro" => s.pingpong = false,
@@ -170,8 +201,11 @@ fn main() {
         }
     };
     if settings.instructions {
-        match instructions(settings.quick) {
-            Ok(counted) => print!("{}", report::instructions_text(&counted)),
+        match instructions(&settings) {
+            Ok(counted) => {
+                print!("{}", report::instructions_text(&counted, &HashMap::new()));
+                print_missed_instructions(&counted);
+            }
             Err(e) => fail(&e),
         }
         return;
@@ -189,7 +223,8 @@ fn main() {
         points = pp_points;
     }
     let context = format!(
-        "tcp provider on 127.0.0.1, libfabric {}; {}run of {:.0} s; load average {} before, {} after",
+        "providers {} on 127.0.0.1 (pingpong: tcp), libfabric {}; {}run of {:.0} s; load average {} before, {} after",
+        settings.providers.join(", "),
         libfabric_version(),
         if settings.quick { "quick " } else { "" },
         started.elapsed().as_secs_f64(),
@@ -199,7 +234,7 @@ fn main() {
     // Instruction counts do not depend on the load: they tell a real cost
     // from noise when a timing misses its target.
     let counted = if settings.micro && !settings.quick && valgrind_available() {
-        instructions(false).unwrap_or_else(|e| {
+        instructions(&settings).unwrap_or_else(|e| {
             eprintln!("bench: instruction counts skipped: {e}");
             Vec::new()
         })
@@ -211,7 +246,10 @@ fn main() {
         println!("{}", report::fast_text(&points));
     }
     if !counted.is_empty() {
-        println!("\n{}", report::instructions_text(&counted));
+        let timed: HashMap<String, Line> =
+            lines.iter().map(|l| (l.name.clone(), l.clone())).collect();
+        println!("\n{}", report::instructions_text(&counted, &timed));
+        print_missed_instructions(&counted);
     }
     let missed: Vec<&str> = lines
         .iter()
@@ -263,27 +301,90 @@ fn libfabric_version() -> String {
     )
 }
 
-fn open_queues() -> Queues {
-    Queues::open("tcp", "127.0.0.1").unwrap_or_else(|e| {
+fn open_queues(provider: &str) -> Queues {
+    Queues::open(provider, "127.0.0.1").unwrap_or_else(|e| {
         fail(&format!(
-            "the tcp provider is not usable on 127.0.0.1: {e} (install libfabric1 / libfabric-dev)"
+            "the {provider} provider is not usable on 127.0.0.1: {e} (install libfabric1 / libfabric-dev)"
         ))
     })
 }
 
-/// Runs every case: one warm-up run per side, then `rounds` rounds of C and
-/// Rust, alternating which goes first.
+/// One line of the matrix: a case on a provider, with a batch size for the
+/// batched cases.
+struct Point<'a> {
+    case: &'a Case,
+    provider: &'a str,
+    batch: Option<usize>,
+}
+
+impl Point<'_> {
+    /// The key that joins a timed line to its instruction count.
+    fn key(&self) -> String {
+        report::key(self.case.name, self.provider, self.batch)
+    }
+
+    fn batch_arg(&self) -> usize {
+        self.batch.unwrap_or(micro::CQ_BATCH)
+    }
+}
+
+/// Every case on every provider, the batched ones at every batch size.
+fn matrix(s: &Settings) -> Vec<Point<'_>> {
+    let mut points = Vec::new();
+    for provider in &s.providers {
+        for case in CASES {
+            if case.batched {
+                points.extend(s.batches.iter().map(|&b| Point {
+                    case,
+                    provider,
+                    batch: Some(b),
+                }));
+            } else {
+                points.push(Point {
+                    case,
+                    provider,
+                    batch: None,
+                });
+            }
+        }
+    }
+    points
+}
+
+fn print_missed_instructions(counted: &[Counted]) {
+    let missed: Vec<String> = counted
+        .iter()
+        .filter(|c| c.met() == Some(false))
+        .map(|c| c.key())
+        .collect();
+    if missed.is_empty() {
+        println!("every instruction target met");
+    } else {
+        println!("instruction targets missed: {}", missed.join("; "));
+    }
+}
+
+/// Runs every point of the matrix: one warm-up run per side, then `rounds`
+/// rounds of C and Rust, alternating which goes first.
 fn micro_benchmarks(s: &Settings) -> Vec<Line> {
-    let q = open_queues();
     let mut lines = Vec::new();
-    for case in CASES {
+    let mut opened: Option<Queues> = None;
+    for point in matrix(s) {
+        if opened.as_ref().is_none_or(|q| q.provider != point.provider) {
+            // The queues of the previous provider close first.
+            drop(opened.take());
+            opened = Some(open_queues(point.provider));
+        }
+        let q = opened.as_ref().expect("opened above");
+        let case = point.case;
         // Wake-ups: many short runs, so that C and Rust take turns often.
         let (iters, rounds) = match case.kind {
             Kind::PerCall => (s.per_call_iters, s.micro_rounds),
             Kind::WakeUp => (s.wake_samples, s.micro_rounds * WAKE_ROUNDS_PER_ROUND),
         };
+        let batch = point.batch_arg();
         let run = |side: &str, f: micro::RunFn| {
-            f(&q, iters).unwrap_or_else(|e| fail(&format!("{}, {side}: {e}", case.name)))
+            f(q, iters, batch).unwrap_or_else(|e| fail(&format!("{}, {side}: {e}", point.key())))
         };
         run("C", case.c);
         run("Rust", case.rust);
@@ -298,15 +399,15 @@ fn micro_benchmarks(s: &Settings) -> Vec<Line> {
             }
         }
         let line = Line::new(
-            case.name.into(),
+            point.key(),
             "ns",
             &c,
             &rust,
-            Target::AtMost(MICRO_TARGET),
+            Target::AtMost(case.target.unwrap_or(f64::INFINITY)),
         );
         eprintln!(
-            "bench: {:<40} C {:>10.1} ns  Rust {:>10.1} ns  Rust/C {:.3}",
-            case.name, line.c, line.rust, line.ratio
+            "bench: {:<58} C {:>10.1} ns  Rust {:>10.1} ns  Rust/C {:.3}",
+            line.name, line.c, line.rust, line.ratio
         );
         lines.push(line);
     }
@@ -406,21 +507,28 @@ fn pingpong_benchmarks(s: &Settings) -> (Vec<Line>, Vec<SizePoint>) {
     (lines, points)
 }
 
-/// `bench case ID c|rust ITERS`: one run of one side of one case (what
-/// `--instructions` runs under callgrind).
+/// `bench case c|rust FUNCTION ITERS PROVIDER BATCH`: one run of one side
+/// of a case, named by its function (`c_<c_id>` or `rust_<id>`, given
+/// without the prefix): what `--instructions` runs under callgrind.
 fn run_case(args: &[OsString]) -> i32 {
     let args: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
-    let [id, side, iters] = args[..] else {
-        eprintln!("usage: bench case ID c|rust ITERS");
+    let [side, function, iters, provider, batch] = args[..] else {
+        eprintln!("usage: bench case c|rust FUNCTION ITERS PROVIDER BATCH");
         return 2;
     };
-    let (Some(case), Ok(iters)) = (CASES.iter().find(|c| c.id == id), iters.parse()) else {
-        eprintln!("bench case: unknown case {id:?} or bad count {iters:?}");
+    let found = CASES.iter().find_map(|c| match side {
+        "c" if c.c_id == function => Some(c.c),
+        "rust" if c.id == function => Some(c.rust),
+        _ => None,
+    });
+    let (Some(f), Ok(iters), Ok(batch)) = (found, iters.parse(), batch.parse()) else {
+        eprintln!(
+            "bench case: unknown function {side}_{function}, or bad count {iters:?} or batch {batch:?}"
+        );
         return 2;
     };
-    let q = open_queues();
-    let f = if side == "c" { case.c } else { case.rust };
-    match f(&q, iters) {
+    let q = open_queues(provider);
+    match f(&q, iters, batch) {
         Ok(mut samples) => {
             println!("{:.1} ns", report::median(&mut samples));
             0
@@ -441,35 +549,55 @@ fn valgrind_available() -> bool {
 }
 
 /// Instructions per call (or per wake-up, on the reading side) of each
-/// case, C and Rust, counted by callgrind inside the case's function only
-/// (user space; the writer thread of a wake-up case is not counted).
-fn instructions(quick: bool) -> Result<Vec<Counted>, String> {
-    let per_call_iters: u64 = if quick { 2_000 } else { 20_000 };
-    let wake_iters: u64 = if quick { 50 } else { 200 };
+/// point of the matrix, C and Rust, counted by callgrind inside the side's
+/// function only (user space; the writer thread of a wake-up case is not
+/// counted). A function shared by two cases is counted once.
+fn instructions(s: &Settings) -> Result<Vec<Counted>, String> {
+    let per_call_iters: u64 = if s.quick { 2_000 } else { 20_000 };
+    let wake_iters: u64 = if s.quick { 50 } else { 200 };
     let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
     let dir = std::env::temp_dir();
     let mut counted = Vec::new();
-    for case in CASES {
+    let mut done: HashMap<(String, String, usize), f64> = HashMap::new();
+    for point in matrix(s) {
+        let case = point.case;
         let iters = match case.kind {
             Kind::PerCall => per_call_iters,
             Kind::WakeUp => wake_iters,
         };
+        let batch = point.batch_arg();
         let mut per_call = [0.0; 2];
         for (slot, (side, function)) in [("c", case.c_id), ("rust", case.id)]
             .into_iter()
             .enumerate()
         {
+            let key = (
+                format!("{side}_{function}"),
+                point.provider.to_string(),
+                batch,
+            );
+            if let Some(&n) = done.get(&key) {
+                per_call[slot] = n;
+                continue;
+            }
             let out = dir.join(format!(
                 "bench-callgrind-{}-{}-{side}.out",
                 std::process::id(),
-                case.id
+                function
             ));
             let run = Command::new("valgrind")
                 .arg("--tool=callgrind")
                 .arg(format!("--callgrind-out-file={}", out.display()))
                 .arg(format!("--toggle-collect=*micro::{side}_{function}*"))
                 .arg(&exe)
-                .args(["case", case.id, side, &iters.to_string()])
+                .args([
+                    "case",
+                    side,
+                    function,
+                    &iters.to_string(),
+                    point.provider,
+                    &batch.to_string(),
+                ])
                 .output()
                 .map_err(|e| format!("valgrind (apt-get install valgrind): {e}"))?;
             let text = std::fs::read_to_string(&out).unwrap_or_default();
@@ -477,7 +605,7 @@ fn instructions(quick: bool) -> Result<Vec<Counted>, String> {
             if !run.status.success() {
                 return Err(format!(
                     "valgrind on {}: {}",
-                    case.id,
+                    point.key(),
                     String::from_utf8_lossy(&run.stderr)
                 ));
             }
@@ -489,18 +617,27 @@ fn instructions(quick: bool) -> Result<Vec<Counted>, String> {
                 })
                 .and_then(|v| v.split_whitespace().next()?.parse().ok())
                 .ok_or_else(|| {
-                    format!("no instruction total in callgrind's output for {}", case.id)
+                    format!(
+                        "no instruction total in callgrind's output for {}",
+                        point.key()
+                    )
                 })?;
             per_call[slot] = total / iters as f64;
+            done.insert(key, per_call[slot]);
         }
         eprintln!(
-            "bench: instructions: {:<40} C {:>8.1}  Rust {:>8.1}",
-            case.name, per_call[0], per_call[1]
+            "bench: instructions: {:<58} C {:>8.1}  Rust {:>8.1}",
+            point.key(),
+            per_call[0],
+            per_call[1]
         );
         counted.push(Counted {
             name: case.name,
+            provider: point.provider.to_string(),
+            batch: point.batch,
             c: per_call[0],
             rust: per_call[1],
+            target: case.target,
         });
     }
     Ok(counted)

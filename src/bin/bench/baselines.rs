@@ -26,7 +26,12 @@ mod ffi {
             eq: *mut sys::fid_eq,
             cq: *mut sys::fid_cq,
         ) -> c_int;
-        pub fn bl_cq_read_empty(cq: *mut sys::fid_cq, iters: u64) -> i64;
+        pub fn bl_cq_max_batch() -> usize;
+        pub fn bl_connreq_data() -> usize;
+        pub fn bl_cq_read_empty(cq: *mut sys::fid_cq, iters: u64, batch: usize) -> i64;
+        pub fn bl_eq_write_notifies(eq: *mut sys::fid_eq, n: u64) -> i64;
+        pub fn bl_eq_write_connreqs(eq: *mut sys::fid_eq, n: u64) -> i64;
+        pub fn bl_eq_read_connreq(eq: *mut sys::fid_eq, iters: u64, batch: u64) -> i64;
         pub fn bl_eq_write_read(eq: *mut sys::fid_eq, iters: u64) -> i64;
         pub fn bl_eq_read_queued(eq: *mut sys::fid_eq, iters: u64, batch: u64) -> i64;
         pub fn bl_trywait_empty(
@@ -127,11 +132,46 @@ pub unsafe fn trywait(fabric: &Fabric, eq: &EventQueue, cq: &CompletionQueue<Msg
     unsafe { ffi::bl_trywait(fabric.as_raw(), eq.as_raw(), cq.as_raw()) }
 }
 
-/// `iters` C `fi_cq_read`s of an empty CQ, each of which must return
-/// `-FI_EAGAIN`.
-pub fn cq_read_empty(cq: &CompletionQueue<Msg>, iters: u64) -> Timed {
-    // SAFETY: as in cq_read.
-    timed(unsafe { ffi::bl_cq_read_empty(cq.as_raw(), iters) })
+/// The largest batch [`cq_read_empty`] takes.
+pub fn cq_max_batch() -> usize {
+    // SAFETY: returns a constant; no arguments.
+    unsafe { ffi::bl_cq_max_batch() }
+}
+
+/// Bytes of connection data of the CONNREQ events [`eq_write_connreqs`]
+/// queues.
+pub fn connreq_data() -> usize {
+    // SAFETY: returns a constant; no arguments.
+    unsafe { ffi::bl_connreq_data() }
+}
+
+/// `iters` C `fi_cq_read`s of `batch` entries (1..=[`cq_max_batch`]) of an
+/// empty CQ, each of which must return `-FI_EAGAIN`.
+pub fn cq_read_empty(cq: &CompletionQueue<Msg>, iters: u64, batch: usize) -> Timed {
+    // SAFETY: as in cq_read; the C side refuses a batch over its buffer.
+    timed(unsafe { ffi::bl_cq_read_empty(cq.as_raw(), iters, batch) })
+}
+
+/// Queues `n` `FI_NOTIFY` events naming the EQ, with data `0..n` (needs
+/// room for them and `FI_WRITE`): 0 or a negative fi_errno.
+pub fn eq_write_notifies(eq: &EventQueue, n: u64) -> i64 {
+    // SAFETY: fi_eq_write(3) copies each entry; the borrow keeps the EQ open.
+    unsafe { ffi::bl_eq_write_notifies(eq.as_raw(), n) }
+}
+
+/// Queues `n` `FI_CONNREQ` events naming the EQ, with no `fi_info` and
+/// [`connreq_data`] bytes of data (byte k of event j is `j + k`).
+pub fn eq_write_connreqs(eq: &EventQueue, n: u64) -> i64 {
+    // SAFETY: as in eq_write_notifies; info is NULL, so no reader frees
+    // anything it did not allocate.
+    unsafe { ffi::bl_eq_write_connreqs(eq.as_raw(), n) }
+}
+
+/// `iters` C `fi_eq_read`s of CONNREQ events with data, queued `batch` at a
+/// time by [`eq_write_connreqs`].
+pub fn eq_read_connreq(eq: &EventQueue, iters: u64, batch: u64) -> Timed {
+    // SAFETY: as in eq_write_connreqs and eq_read.
+    timed(unsafe { ffi::bl_eq_read_connreq(eq.as_raw(), iters, batch) })
 }
 
 /// `iters` C `fi_eq_write` + `fi_eq_read` round trips (needs an EQ opened

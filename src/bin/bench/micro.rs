@@ -11,8 +11,21 @@ use libfabric::{getinfo, CompletionQueue, Domain, EventQueue, Fabric, Hints};
 use std::thread;
 use std::time::Duration;
 
-/// Completions per `fi_cq_read`, as in the C baseline.
+/// Completions per one-shot `fi_cq_read`, as in the C baseline.
 pub const CQ_BATCH: usize = 8;
+/// The batch sizes of the `fi_cq_read` case (real applications read 16-64
+/// completions at a time).
+pub const BATCHES: [usize; 3] = [1, 8, 64];
+/// The largest of them: the size of both sides' entry arrays.
+pub const MAX_BATCH: usize = 64;
+/// The providers the benchmarks run on by default: tcp, and the two
+/// utility providers layered over a core one (whose empty reads cost far
+/// less, so a wrapper's cost shows more).
+pub const PROVIDERS: [&str; 3] = ["tcp", "udp;ofi_rxd", "tcp;ofi_rxm"];
+/// Per-call cases must stay at or under this instruction (and time) ratio.
+pub const PER_CALL_TARGET: f64 = 1.02;
+/// Wake-up cases: at or under this ratio to their anchor.
+pub const WAKE_TARGET: f64 = 1.05;
 /// Events queued before the timed reads of "fi_eq_read, queued event".
 pub const QUEUED_BATCH: u64 = 512;
 /// How long a blocking read waits before the benchmark gives up.
@@ -20,6 +33,8 @@ const TIMEOUT: Duration = Duration::from_millis(5000);
 
 /// An open fabric with the queues the per-call cases run on.
 pub struct Queues {
+    /// The provider name, as given to `open`.
+    pub provider: String,
     pub fabric: Fabric,
     /// `FI_WAIT_FD`, `FI_WRITE`, room for [`QUEUED_BATCH`] events.
     pub eq: EventQueue,
@@ -29,9 +44,16 @@ pub struct Queues {
 
 impl Queues {
     pub fn open(provider: &str, node: &str) -> libfabric::Result<Self> {
+        // tcp is connection-oriented; the utility providers give reliable
+        // datagram endpoints.
+        let ep_type = if provider == "tcp" {
+            EpType::Msg
+        } else {
+            EpType::Rdm
+        };
         let hints = Hints::new()?
             .provider(provider)?
-            .ep_type(EpType::Msg)
+            .ep_type(ep_type)
             .caps(Caps::MSG)
             .node(node)?;
         let list = getinfo(&hints)?;
@@ -42,7 +64,12 @@ impl Queues {
         let domain = Domain::open(&fabric, info)?;
         let eq = fd_eq(&fabric, QUEUED_BATCH as usize * 2)?;
         let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(64).wait(WaitObj::Fd))?;
-        Ok(Queues { fabric, eq, cq })
+        Ok(Queues {
+            provider: provider.into(),
+            fabric,
+            eq,
+            cq,
+        })
     }
 }
 
@@ -62,9 +89,10 @@ pub enum Kind {
     WakeUp,
 }
 
-/// One run of one side: `iters` calls (or wake-ups). Returns the samples in
-/// ns: the mean time per call, or every wake-up latency.
-pub type RunFn = fn(&Queues, u64) -> Result<Vec<f64>, String>;
+/// One run of one side: `iters` calls (or wake-ups), reading `batch`
+/// entries at a time where the case reads a CQ. Returns the samples in ns:
+/// the mean time per call, or every wake-up latency.
+pub type RunFn = fn(&Queues, u64, usize) -> Result<Vec<f64>, String>;
 
 pub struct Case {
     /// Names the case and its Rust function, `rust_<id>`.
@@ -73,6 +101,12 @@ pub struct Case {
     pub c_id: &'static str,
     pub name: &'static str,
     pub kind: Kind,
+    /// Whether the case reads a CQ `batch` entries at a time (run at every
+    /// size of [`BATCHES`]).
+    pub batched: bool,
+    /// The ratio Rust/C must stay at or under; `None` for a comparison
+    /// reported for information.
+    pub target: Option<f64>,
     pub c: RunFn,
     pub rust: RunFn,
 }
@@ -83,6 +117,8 @@ pub const CASES: &[Case] = &[
         c_id: "cq_read_empty",
         name: "fi_cq_read, empty CQ",
         kind: Kind::PerCall,
+        batched: true,
+        target: Some(PER_CALL_TARGET),
         c: c_cq_read_empty,
         rust: rust_cq_read_empty,
     },
@@ -91,6 +127,8 @@ pub const CASES: &[Case] = &[
         c_id: "eq_write_read",
         name: "fi_eq_write + fi_eq_read",
         kind: Kind::PerCall,
+        batched: false,
+        target: Some(PER_CALL_TARGET),
         c: c_eq_write_read,
         rust: rust_eq_write_read,
     },
@@ -99,14 +137,28 @@ pub const CASES: &[Case] = &[
         c_id: "eq_read_queued",
         name: "fi_eq_read, queued event",
         kind: Kind::PerCall,
+        batched: false,
+        target: Some(PER_CALL_TARGET),
         c: c_eq_read_queued,
         rust: rust_eq_read_queued,
+    },
+    Case {
+        id: "eq_read_connreq",
+        c_id: "eq_read_connreq",
+        name: "fi_eq_read, queued CONNREQ + data",
+        kind: Kind::PerCall,
+        batched: false,
+        target: Some(PER_CALL_TARGET),
+        c: c_eq_read_connreq,
+        rust: rust_eq_read_connreq,
     },
     Case {
         id: "trywait_empty",
         c_id: "trywait_empty",
         name: "fi_trywait, empty EQ + CQ",
         kind: Kind::PerCall,
+        batched: false,
+        target: Some(PER_CALL_TARGET),
         c: c_trywait_empty,
         rust: rust_trywait_empty,
     },
@@ -115,6 +167,8 @@ pub const CASES: &[Case] = &[
         c_id: "wake_sread",
         name: "wake-up: fi_eq_sread",
         kind: Kind::WakeUp,
+        batched: false,
+        target: Some(WAKE_TARGET),
         c: c_wake_sread,
         rust: rust_wake_sread,
     },
@@ -123,14 +177,28 @@ pub const CASES: &[Case] = &[
         c_id: "wake_poll",
         name: "wake-up: trywait + poll (Waiter)",
         kind: Kind::WakeUp,
+        batched: false,
+        target: Some(WAKE_TARGET),
         c: c_wake_poll,
         rust: rust_wake_waiter,
+    },
+    Case {
+        id: "wake_tokio",
+        c_id: "wake_tokio_anchor",
+        name: "wake-up: tokio vs bare AsyncFd + C read",
+        kind: Kind::WakeUp,
+        batched: false,
+        target: Some(WAKE_TARGET),
+        c: c_wake_tokio_anchor,
+        rust: rust_wake_tokio,
     },
     Case {
         id: "wake_tokio",
         c_id: "wake_poll",
         name: "wake-up: tokio vs C trywait + poll",
         kind: Kind::WakeUp,
+        batched: false,
+        target: None,
         c: c_wake_poll,
         rust: rust_wake_tokio,
     },
@@ -177,15 +245,19 @@ fn elapsed_per_call(start: u64, iters: u64) -> Vec<f64> {
 
 // ---- per-call cases ----
 
-fn c_cq_read_empty(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
-    per_call(c::cq_read_empty(&q.cq, iters), iters, "fi_cq_read")
+fn c_cq_read_empty(q: &Queues, iters: u64, batch: usize) -> Result<Vec<f64>, String> {
+    per_call(c::cq_read_empty(&q.cq, iters, batch), iters, "fi_cq_read")
 }
 
-fn rust_cq_read_empty(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
-    let mut entries: [MsgEntry; CQ_BATCH] = Default::default();
+fn rust_cq_read_empty(q: &Queues, iters: u64, batch: usize) -> Result<Vec<f64>, String> {
+    let mut all: [MsgEntry; MAX_BATCH] = std::array::from_fn(|_| MsgEntry::default());
+    let entries = all
+        .get_mut(..batch)
+        .filter(|e| !e.is_empty())
+        .ok_or(format!("a batch of {batch} entries (1..={MAX_BATCH})"))?;
     let start = cpu_ns();
     for _ in 0..iters {
-        match q.cq.read(&mut entries) {
+        match q.cq.read(entries) {
             Ok(CqRead::Empty) => {}
             other => return Err(format!("fi_cq_read of an empty CQ gave {other:?}")),
         }
@@ -193,7 +265,7 @@ fn rust_cq_read_empty(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     Ok(elapsed_per_call(start, iters))
 }
 
-fn c_eq_write_read(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn c_eq_write_read(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     per_call(
         c::eq_write_read(&q.eq, iters),
         iters,
@@ -201,7 +273,7 @@ fn c_eq_write_read(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     )
 }
 
-fn rust_eq_write_read(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn rust_eq_write_read(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let fid = q.eq.fid();
     let mut buf = EventBuf::new();
     let start = cpu_ns();
@@ -215,7 +287,7 @@ fn rust_eq_write_read(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     Ok(elapsed_per_call(start, iters))
 }
 
-fn c_eq_read_queued(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn c_eq_read_queued(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     per_call(
         c::eq_read_queued(&q.eq, iters, QUEUED_BATCH),
         iters,
@@ -223,16 +295,14 @@ fn c_eq_read_queued(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     )
 }
 
-fn rust_eq_read_queued(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
-    let fid = q.eq.fid();
+fn rust_eq_read_queued(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let mut buf = EventBuf::new();
     let mut total = 0;
     let mut done = 0;
     while done < iters {
         let n = (iters - done).min(QUEUED_BATCH);
-        for j in 0..n {
-            q.eq.write_notify(fid, 0, j).map_err(|e| e.to_string())?;
-        }
+        // The same writer as the C side's: only the reads differ.
+        written(c::eq_write_notifies(&q.eq, n))?;
         let start = cpu_ns();
         for j in 0..n {
             match q.eq.read(&mut buf) {
@@ -246,13 +316,53 @@ fn rust_eq_read_queued(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     Ok(vec![total as f64 / iters as f64])
 }
 
-fn c_trywait_empty(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn written(ret: i64) -> Result<(), String> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(format!("C fi_eq_write: returned {ret}"))
+    }
+}
+
+fn c_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    per_call(
+        c::eq_read_connreq(&q.eq, iters, QUEUED_BATCH),
+        iters,
+        "fi_eq_read (CONNREQ)",
+    )
+}
+
+fn rust_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    let mut buf = EventBuf::new();
+    let data = c::connreq_data();
+    let mut total = 0;
+    let mut done = 0;
+    while done < iters {
+        let n = (iters - done).min(QUEUED_BATCH);
+        written(c::eq_write_connreqs(&q.eq, n))?;
+        let start = cpu_ns();
+        for j in 0..n {
+            match q.eq.read(&mut buf) {
+                Ok(Read::Event(Event::ConnReq(r)))
+                    if r.request.is_none()
+                        && r.data.len() == data
+                        && r.data[data - 1] == (j as usize + data - 1) as u8 => {}
+                other => return Err(format!("fi_eq_read of a queued CONNREQ gave {other:?}")),
+            }
+        }
+        total += cpu_ns() - start;
+        done += n;
+    }
+    Ok(vec![total as f64 / iters as f64])
+}
+
+fn c_trywait_empty(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     // SAFETY: the EQ and CQ were opened on q.fabric (Queues::open).
     let total = unsafe { c::trywait_empty(&q.fabric, &q.eq, &q.cq, iters) };
     per_call(total, iters, "fi_trywait")
 }
 
-fn rust_trywait_empty(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn rust_trywait_empty(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let start = cpu_ns();
     for _ in 0..iters {
         match trywait(&q.fabric, &[&q.eq, &q.cq]) {
@@ -285,7 +395,7 @@ fn wake_pair(q: &Queues) -> Result<WakePair, String> {
     })
 }
 
-fn c_wake_sread(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn c_wake_sread(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let p = wake_pair(q)?;
     let mut samples = vec![0u64; iters as usize];
     c::wake_sread(&p.eq, &p.ack, WAKE_GAP.as_nanos() as u64, &mut samples)
@@ -293,7 +403,7 @@ fn c_wake_sread(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     Ok(as_f64(samples))
 }
 
-fn c_wake_poll(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn c_wake_poll(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let p = wake_pair(q)?;
     let mut samples = vec![0u64; iters as usize];
     // SAFETY: the EQ was opened on q.fabric (wake_pair).
@@ -314,10 +424,28 @@ fn c_wake_poll(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
 /// acknowledgement, sleeps [`WAKE_GAP`], writes an event whose data is the
 /// `CLOCK_MONOTONIC` time of the write.
 fn spawn_writer(p: &WakePair, iters: u64) -> thread::JoinHandle<Result<(), String>> {
+    spawn_writer_to(p, iters, None)
+}
+
+/// [`spawn_writer`], which also adds 1 to `eventfd` (when given) after each
+/// event: the wake-up of the tokio anchor.
+fn spawn_writer_to(
+    p: &WakePair,
+    iters: u64,
+    eventfd: Option<std::os::fd::RawFd>,
+) -> thread::JoinHandle<Result<(), String>> {
     let (eq, ack) = (p.eq.clone(), p.ack.clone());
     thread::spawn(move || {
         let mut buf = EventBuf::new();
         let fid = eq.fid();
+        let kick = || {
+            if let Some(fd) = eventfd {
+                let one = 1u64;
+                // SAFETY: write(2) of 8 bytes from a valid u64 to an eventfd
+                // the reader keeps open until this thread is joined.
+                unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+            }
+        };
         let result = (0..iters).try_for_each(|i| {
             if i > 0 {
                 match ack.sread(&mut buf, Some(TIMEOUT)) {
@@ -327,11 +455,14 @@ fn spawn_writer(p: &WakePair, iters: u64) -> thread::JoinHandle<Result<(), Strin
             }
             thread::sleep(WAKE_GAP);
             eq.write_notify(fid, 0, mono_ns())
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            kick();
+            Ok(())
         });
         if result.is_err() {
             // The reader may wait without a time limit: wake it up.
             let _ = eq.write_notify(fid, 0, WRITER_FAILED);
+            kick();
         }
         result
     })
@@ -360,7 +491,7 @@ fn join(
     reader.and(written)
 }
 
-fn rust_wake_sread(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn rust_wake_sread(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let p = wake_pair(q)?;
     let mut samples = vec![0u64; iters as usize];
     let mut buf = EventBuf::new();
@@ -373,7 +504,7 @@ fn rust_wake_sread(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     Ok(as_f64(samples))
 }
 
-fn rust_wake_waiter(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn rust_wake_waiter(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let p = wake_pair(q)?;
     let mut samples = vec![0u64; iters as usize];
     let mut buf = EventBuf::new();
@@ -395,7 +526,7 @@ fn rust_wake_waiter(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
     Ok(as_f64(samples))
 }
 
-fn rust_wake_tokio(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
+fn rust_wake_tokio(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let p = wake_pair(q)?;
     let mut samples = vec![0u64; iters as usize];
     // I/O only: the reader has no timer (a failing writer wakes it up).
@@ -413,5 +544,72 @@ fn rust_wake_tokio(q: &Queues, iters: u64) -> Result<Vec<f64>, String> {
         Ok(())
     });
     join(writer, reader)?;
+    Ok(as_f64(samples))
+}
+
+/// The fair anchor of the tokio wake-up: what any tokio program pays to be
+/// woken by another thread and read one event. A bare tokio `AsyncFd` on an
+/// eventfd, which the writer bumps right after its `fi_eq_write`; the
+/// reader awaits readiness, empties the eventfd, clears the readiness, and
+/// reads the event with C's `fi_eq_read`.
+fn c_wake_tokio_anchor(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let p = wake_pair(q)?;
+    let mut samples = vec![0u64; iters as usize];
+    // SAFETY: eventfd(2) creates a new fd or returns -1.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: raw is a new fd nothing else owns.
+    let efd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // The reader's own duplicate: the writer's fd stays open until it is
+    // joined, whatever the reader does.
+    let reader_fd = efd.try_clone().map_err(|e| e.to_string())?;
+    let raw = reader_fd.as_raw_fd();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let writer = spawn_writer_to(&p, iters, Some(efd.as_raw_fd()));
+    let reader = rt.block_on(async {
+        // SAFETY: reader_fd is an open eventfd owned by the AsyncFd from
+        // here on, only read (never closed or re-flagged) while registered.
+        let afd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                reader_fd,
+                tokio::io::Interest::READABLE,
+            )
+        }
+        .map_err(|e| e.into_parts().1.to_string())?;
+        for s in samples.iter_mut() {
+            loop {
+                let mut guard = afd.readable().await.map_err(|e| e.to_string())?;
+                let mut count = 0u64;
+                // SAFETY: read(2) of 8 bytes into a valid u64 from the
+                // eventfd, open for the whole loop.
+                let n = unsafe { libc::read(raw, (&mut count as *mut u64).cast(), 8) };
+                guard.clear_ready();
+                if n == 8 {
+                    break;
+                }
+            }
+            let r = c::eq_read(&p.eq);
+            let now = mono_ns();
+            if r.ret != std::mem::size_of::<libfabric::sys::fi_eq_entry>() as isize
+                || r.event != libfabric::sys::FI_NOTIFY
+                || r.data == WRITER_FAILED
+            {
+                return Err(format!("reader: C fi_eq_read gave {r:?}"));
+            }
+            p.ack
+                .write_notify(p.ack.fid(), 0, 0)
+                .map_err(|e| e.to_string())?;
+            *s = now.saturating_sub(r.data);
+        }
+        Ok(())
+    });
+    join(writer, reader)?;
+    drop(efd);
     Ok(as_f64(samples))
 }

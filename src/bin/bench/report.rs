@@ -1,6 +1,7 @@
 //! Statistics and output: the results table (text and markdown) and the SVG
 //! plot of the pingpong results.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// The median of `v` (sorted in place); NaN when empty.
@@ -130,28 +131,82 @@ pub fn text(lines: &[Line]) -> String {
     out
 }
 
+/// The name of one point of the micro-benchmark matrix.
+pub fn key(case: &str, provider: &str, batch: Option<usize>) -> String {
+    match batch {
+        Some(b) => format!("{case} [{provider}, batch {b}]"),
+        None => format!("{case} [{provider}]"),
+    }
+}
+
 /// Instructions per call of one micro-benchmark, C and Rust.
 #[derive(Debug, Clone)]
 pub struct Counted {
     pub name: &'static str,
+    pub provider: String,
+    pub batch: Option<usize>,
     pub c: f64,
     pub rust: f64,
+    /// `None`: a comparison reported for information.
+    pub target: Option<f64>,
 }
 
-/// The instruction counts as a fixed-width text table.
-pub fn instructions_text(counted: &[Counted]) -> String {
-    let mut out = format!(
-        "{:<42} {:>12} {:>12} {:>7}  (callgrind: user-space instructions per call or wake-up)\n",
-        "instructions", "C", "Rust", "Rust/C"
+impl Counted {
+    pub fn key(&self) -> String {
+        key(self.name, &self.provider, self.batch)
+    }
+
+    pub fn ratio(&self) -> f64 {
+        self.rust / self.c
+    }
+
+    /// Whether the ratio meets the target (`None` without one).
+    pub fn met(&self) -> Option<bool> {
+        self.target.map(|t| self.ratio() <= t)
+    }
+
+    fn cells(&self) -> [String; 4] {
+        let batch = self.batch.map_or("-".into(), |b| b.to_string());
+        let target = self.target.map_or("-".into(), |t| format!("<= {t:.2}"));
+        let met = match self.met() {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "(info)",
+        };
+        [batch, target, met.into(), format!("{:.3}", self.ratio())]
+    }
+}
+
+fn time_cells(timed: &HashMap<String, Line>, key: &str) -> (String, String) {
+    match timed.get(key) {
+        Some(l) => (
+            format!("{:.3}", l.ratio),
+            format!("{:.3}-{:.3}", l.ratio_q1, l.ratio_q3),
+        ),
+        None => ("-".into(), "-".into()),
+    }
+}
+
+/// The instruction counts as a table, with the time ratio of the same
+/// point (median of the interleaved rounds) and its quartiles when the
+/// timings ran.
+pub fn instructions_text(counted: &[Counted], timed: &HashMap<String, Line>) -> String {
+    let mut out = String::from(
+        "instructions: callgrind, user-space instructions per call (per wake-up on the reading \
+         side); time: median of interleaved rounds, quartiles of the per-round ratios\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:<42} | {:<11} | {:>5} | {:>8} | {:>8} | {:>6} | {:>7} | {:<6} | {:>6} | (quartiles)",
+        "case", "provider", "batch", "C", "Rust", "Rust/C", "target", "met", "time"
     );
     for c in counted {
+        let [batch, target, met, ratio] = c.cells();
+        let (time, quartiles) = time_cells(timed, &c.key());
         let _ = writeln!(
             out,
-            "{:<42} {:>12.1} {:>12.1} {:>7.3}",
-            c.name,
-            c.c,
-            c.rust,
-            c.rust / c.c
+            "{:<42} | {:<11} | {:>5} | {:>8.1} | {:>8.1} | {:>6} | {:>7} | {:<6} | {:>6} | {}",
+            c.name, c.provider, batch, c.c, c.rust, ratio, target, met, time, quartiles
         );
     }
     out
@@ -208,16 +263,19 @@ pub fn markdown(
         out.push_str(
             "\nUser-space instructions per call (per wake-up on the reading side), counted \
              by valgrind's callgrind inside each benchmark's function; they do not depend \
-             on the load of the machine.\n\n| benchmark | C | Rust | Rust/C |\n|---|---:|---:|---:|\n",
+             on the load of the machine. Time: the Rust/C ratio of the timings above.\n\n\
+             | case | provider | batch | C | Rust | Rust/C | target | met | time | quartiles |\n\
+             |---|---|---:|---:|---:|---:|---:|---|---:|---:|\n",
         );
+        let timed: HashMap<String, Line> =
+            lines.iter().map(|l| (l.name.clone(), l.clone())).collect();
         for c in counted {
+            let [batch, target, met, ratio] = c.cells();
+            let (time, quartiles) = time_cells(&timed, &c.key());
             let _ = writeln!(
                 out,
-                "| {} | {:.1} | {:.1} | {:.3} |",
-                c.name,
-                c.c,
-                c.rust,
-                c.rust / c.c
+                "| {} | {} | {batch} | {:.1} | {:.1} | {ratio} | {target} | {met} | {time} | {quartiles} |",
+                c.name, c.provider, c.c, c.rust
             );
         }
     }
