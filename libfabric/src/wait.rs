@@ -342,18 +342,36 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
         return trywait_many(fabric, queues);
     }
     let mut stack = [std::mem::MaybeUninit::<*mut sys::fid>::uninit(); STACK];
+    // The usual case, at most one completion queue (one progress lock), is
+    // told apart on the way.
+    let mut lock: Option<&RwLock<()>> = None;
+    let mut locks = 0;
     for (slot, q) in stack.iter_mut().zip(queues) {
         slot.write(checked_fid(fabric, *q)?);
+        if let Some(l) = q.progress_lock() {
+            if !lock.is_some_and(|first| ptr::eq(first, l)) {
+                lock = Some(l);
+                locks += 1;
+            }
+        }
     }
     // SAFETY: the first queues.len() slots were written above.
     let fids = unsafe { std::slice::from_raw_parts_mut(stack.as_mut_ptr().cast(), queues.len()) };
-    let mut locks = [None; STACK];
-    for (slot, q) in locks.iter_mut().zip(queues) {
-        *slot = q.progress_lock();
+    let fabric = fabric.inner.fid.as_ptr();
+    match (lock, locks) {
+        (None, _) => trywait_raw(fabric, fids),
+        (Some(lock), 1) => {
+            let _guard = lock.read().unwrap_or_else(|e| e.into_inner());
+            trywait_raw(fabric, fids)
+        }
+        _ => {
+            let mut all = [None; STACK];
+            for (slot, q) in all.iter_mut().zip(queues) {
+                *slot = q.progress_lock();
+            }
+            with_progress_guards(&mut all[..queues.len()], || trywait_raw(fabric, fids))
+        }
     }
-    with_progress_guards(&mut locks[..queues.len()], || {
-        trywait_raw(fabric.inner.fid.as_ptr(), fids)
-    })
 }
 
 /// Runs `f` holding the progress locks in `locks` shared, each once, in
@@ -366,6 +384,10 @@ pub(crate) fn with_progress_guards<R>(
     locks: &mut [Option<&RwLock<()>>],
     f: impl FnOnce() -> R,
 ) -> R {
+    if let [lock] = locks {
+        let _guard = lock.map(|l| l.read().unwrap_or_else(|e| e.into_inner()));
+        return f();
+    }
     if locks.len() > 1 {
         locks.sort_unstable_by_key(|l| l.map_or(0, |l| l as *const RwLock<()> as usize));
     }
