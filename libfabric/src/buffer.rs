@@ -184,11 +184,7 @@ fn release_slow(context: *mut c_void) {
 /// Cold: one pass over the slots of the domain's pools.
 pub(crate) fn reclaim_closed_endpoint(domain: &Arc<DomainInner>, ep: u64) -> Vec<Arc<SlotTable>> {
     let mut kept = Vec::new();
-    let live: Vec<Arc<PoolInner>> = pools()
-        .values()
-        .filter_map(|(_, weak)| weak.upgrade())
-        .filter(|pool| Arc::ptr_eq(&pool.domain, domain))
-        .collect();
+    let live = live_pools_of(domain);
     // The registry's lock is released: dropping the last handle of a pool
     // below takes it again.
     for pool in live {
@@ -204,14 +200,24 @@ pub(crate) fn reclaim_closed_endpoint(domain: &Arc<DomainInner>, ep: u64) -> Vec
     kept
 }
 
+/// The live pools of `domain`. The registry's lock is held only while the
+/// pools are upgraded: a pool of another domain whose last handle another
+/// thread dropped meanwhile is dropped here, after the lock is released
+/// (its `Drop` takes the lock again).
+fn live_pools_of(domain: &Arc<DomainInner>) -> Vec<Arc<PoolInner>> {
+    let all: Vec<Arc<PoolInner>> = pools()
+        .values()
+        .filter_map(|(_, weak)| weak.upgrade())
+        .collect();
+    all.into_iter()
+        .filter(|pool| Arc::ptr_eq(&pool.domain, domain))
+        .collect()
+}
+
 /// The operation contexts of the buffers in flight on endpoint `ep` of
 /// `domain`, for `fi_cancel` before the endpoint closes. Cold.
 pub(crate) fn contexts_in_flight(domain: &Arc<DomainInner>, ep: u64) -> Vec<*mut c_void> {
-    let live: Vec<Arc<PoolInner>> = pools()
-        .values()
-        .filter_map(|(_, weak)| weak.upgrade())
-        .filter(|pool| Arc::ptr_eq(&pool.domain, domain))
-        .collect();
+    let live = live_pools_of(domain);
     let mut contexts = Vec::new();
     for pool in &live {
         for (slot, state) in pool.table.states.iter().enumerate() {

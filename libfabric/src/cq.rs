@@ -689,6 +689,21 @@ impl<F: Format> CompletionQueue<F> {
                 reason: "FI_WAIT_SET needs a wait set: use CqAttr::wait_set",
             });
         }
+        let provider = domain.inner.info.provider();
+        if wait_obj == WaitObj::Set
+            && (provider.contains("ofi_rxm") || provider.contains("ofi_rxd"))
+        {
+            // rxm adds each endpoint's own queue to the wait object of the
+            // completion queues it is bound to and never removes it
+            // (`rxm_ep_wait_fd_add`, `prov/rxm/src/rxm_ep.c` 1067-1079, 1154
+            // in 1.17, unchanged in 2.1): fi_wait on the set after an
+            // endpoint closed called into freed memory; rxd's crashed too.
+            return Err(Error::UnsupportedWait {
+                queue: "completion queue",
+                requested: WaitObj::Set,
+                reason: "rxm and rxd leave a closed endpoint's callbacks in a wait set (a wait then reads freed memory)",
+            });
+        }
         let mut raw_attr = sys::fi_cq_attr {
             size: attr.size,
             flags: attr.flags,
@@ -734,7 +749,7 @@ impl<F: Format> CompletionQueue<F> {
         }
         let fid = OwnedFid::opened("fi_cq_open", ret, raw)?;
         let wait_obj = query_wait_obj(fid.fid(), wait_obj);
-        Ok(CompletionQueue {
+        let cq = CompletionQueue {
             inner: Arc::new(CqInner {
                 fid,
                 domain: domain.inner.clone(),
@@ -748,7 +763,14 @@ impl<F: Format> CompletionQueue<F> {
                 lifecycle: RwLock::new(()),
             }),
             _format: PhantomData,
-        })
+        };
+        if let Some(set) = &cq.inner._wait_set {
+            set.cqs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Arc::downgrade(&cq.inner));
+        }
+        Ok(cq)
     }
 
     /// The queue's fid.

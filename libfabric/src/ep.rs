@@ -303,6 +303,34 @@ impl Drop for EpInner {
     }
 }
 
+/// Whether an endpoint of `caps` transmits and receives, as libfabric's
+/// `ofi_needs_tx` / `ofi_needs_rx` decide (`src/common.c` 188-248 in 1.17),
+/// a receive queue also being needed for remote CQ data.
+fn directions(caps: u64, cq_data_size: usize) -> (bool, bool) {
+    let either = |caps: u64, kinds: u64, local: u64, remote: u64| {
+        caps & kinds != 0 && (caps & local != 0 || caps & remote == 0)
+    };
+    let send = either(
+        caps,
+        sys::FI_MSG | sys::FI_TAGGED,
+        sys::FI_SEND,
+        sys::FI_RECV,
+    );
+    let recv = either(
+        caps,
+        sys::FI_MSG | sys::FI_TAGGED,
+        sys::FI_RECV,
+        sys::FI_SEND,
+    );
+    let rma = either(
+        caps,
+        sys::FI_RMA | sys::FI_ATOMIC,
+        sys::FI_READ | sys::FI_WRITE,
+        sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE,
+    );
+    (send || rma, recv || cq_data_size > 0)
+}
+
 /// The distinct completion queues an endpoint is bound to, each with the
 /// directions it serves, in address order (the order their locks are taken
 /// in: see `wait::with_progress_guards`).
@@ -938,6 +966,28 @@ impl Endpoint {
             return Err(Error::State {
                 call: "fi_enable",
                 reason: "a connected endpoint needs an event queue bound first",
+            });
+        }
+        // A completion queue for each direction the endpoint's caps use,
+        // before any C call: a provider that refuses fi_enable for a
+        // missing one (-FI_ENOCQ) keeps the queues already given to it,
+        // and their reads then crash on the never enabled endpoint (rxm,
+        // shm). The rule is libfabric's own (`ofi_needs_tx`/`ofi_needs_rx`,
+        // `src/common.c` 188-248; rxm also wants a receive queue for remote
+        // CQ data, `prov/rxm/src/rxm_ep.c` 1301-1318; shm `smr_ep.c`
+        // 1674-1676; tcp `tcpx_ep.c` 651-655, in 1.17).
+        let (needs_tx, needs_rx) =
+            directions(self.inner.info.caps().bits(), self.inner.cq_data_size);
+        if needs_tx && state & TX_CQ == 0 {
+            return Err(Error::State {
+                call: "fi_enable",
+                reason: "the endpoint's caps send: bind a completion queue for transmits (CqBind::TRANSMIT) first",
+            });
+        }
+        if needs_rx && state & RX_CQ == 0 {
+            return Err(Error::State {
+                call: "fi_enable",
+                reason: "the endpoint's caps receive (or the domain carries remote CQ data): bind a completion queue for receives (CqBind::RECV) first",
             });
         }
         // The completion queues, then fi_enable, with the queues' progress

@@ -738,6 +738,11 @@ impl PollFdSet {
 pub(crate) struct WaitSetInner {
     pub(crate) fid: OwnedFid<sys::fid_wait>,
     _fabric: Arc<FabricInner>,
+    /// The completion queues that signal the set: `fi_wait` runs their
+    /// progress (util `util_wait_fd_try` polls the set's members,
+    /// `prov/util/src/util_wait.c` 366, `util_poll.c` 92, in 1.17), so it
+    /// holds their progress locks like a read does.
+    pub(crate) cqs: std::sync::Mutex<Vec<std::sync::Weak<crate::cq::CqInner>>>,
 }
 
 /// A wait set (`fi_wait_open`): several queues opened with
@@ -792,6 +797,7 @@ impl WaitSet {
             inner: Arc::new(WaitSetInner {
                 fid,
                 _fabric: fabric.inner.clone(),
+                cqs: std::sync::Mutex::new(Vec::new()),
             }),
             kind,
         })
@@ -801,12 +807,37 @@ impl WaitSet {
     /// timeout passes. Returns whether it was signaled.
     #[doc(alias = "fi_wait")]
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
-        // SAFETY: fi_wait(3) on an open wait set.
-        let ret = unsafe { sys::fi_wait(self.inner.fid.as_ptr(), timeout_ms(timeout)) };
-        if ret == -sys::errno::FI_ETIMEDOUT || ret == -sys::errno::FI_EAGAIN {
-            return Ok(false);
+        // In slices, under the progress locks of the set's completion
+        // queues (see WaitSetInner::cqs), so that an endpoint of one of
+        // them can be enabled or closed meanwhile.
+        const SLICE: Duration = Duration::from_millis(100);
+        let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
+        loop {
+            let remaining = match (timeout, deadline) {
+                (None, _) | (Some(_), None) => None,
+                (Some(_), Some(d)) => Some(d.saturating_duration_since(std::time::Instant::now())),
+            };
+            let slice = remaining.map_or(SLICE, |r| r.min(SLICE));
+            let cqs: Vec<Arc<crate::cq::CqInner>> = {
+                let mut cqs = self.inner.cqs.lock().unwrap_or_else(|e| e.into_inner());
+                cqs.retain(|w| w.strong_count() > 0);
+                cqs.iter().filter_map(std::sync::Weak::upgrade).collect()
+            };
+            let mut locks: Vec<_> = cqs.iter().map(|cq| Some(&cq.lifecycle)).collect();
+            let ret = with_progress_guards(&mut locks, || {
+                // SAFETY: fi_wait(3) on an open wait set; its queues' endpoints
+                // are not being enabled or closed (the guards).
+                unsafe { sys::fi_wait(self.inner.fid.as_ptr(), timeout_ms(Some(slice))) }
+            });
+            drop(locks);
+            drop(cqs);
+            if ret != -sys::errno::FI_ETIMEDOUT && ret != -sys::errno::FI_EAGAIN {
+                return check("fi_wait", ret).map(|()| true);
+            }
+            if remaining.is_some_and(|r| r <= slice) {
+                return Ok(false);
+            }
         }
-        check("fi_wait", ret).map(|()| true)
     }
 
     /// The wait object the set uses.

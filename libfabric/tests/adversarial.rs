@@ -1418,3 +1418,123 @@ fn endpoints_enabled_and_closed_while_their_queue_is_read_on_another_thread() {
         provider()
     );
 }
+
+#[test]
+fn an_enable_without_the_queues_its_caps_need_is_refused_before_any_call() {
+    // rxm and shm refuse fi_enable without a receive queue (-FI_ENOCQ) but
+    // keep the transmit queue already given to them: the next read of
+    // that queue crashed on the never enabled endpoint.
+    let (fabric, domain, info) = fabric_domain();
+    let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let ep = Endpoint::open(&domain, &info).unwrap();
+    if info.ep_type() == EpType::Msg {
+        ep.bind_eq(&fd_eq(&fabric)).unwrap();
+    } else {
+        ep.bind_av(&AddressVector::open(&domain, AvType::Table, 4).unwrap())
+            .unwrap();
+    }
+    ep.bind_cq(&cq, CqBind::TRANSMIT).unwrap();
+    assert!(
+        matches!(ep.enable(), Err(Error::State { .. })),
+        "caps that receive need a receive queue"
+    );
+    let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
+    assert!(matches!(cq.read(&mut entries).unwrap(), CqRead::Empty));
+    // Bound for receives too, it enables.
+    ep.bind_cq(&cq, CqBind::RECV).unwrap();
+    ep.enable().unwrap();
+    assert!(matches!(cq.read(&mut entries).unwrap(), CqRead::Empty));
+}
+
+#[test]
+#[allow(deprecated)]
+fn a_wait_set_waited_on_while_endpoints_of_its_queue_come_and_go() {
+    // fi_wait runs the progress of the set's completion queues (util
+    // providers): it crashed while an endpoint was enabled or closed.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if provider().contains("ofi_rxm") {
+        // rxm adds each enabled endpoint's own queue to the wait object of
+        // the completion queue it is bound to (`rxm_ep_wait_fd_add`,
+        // `prov/rxm/src/rxm_ep.c` 1067-1079, 1154 in 1.17; the same in
+        // 1.22 and 2.1) and never removes it: a wait after the endpoint
+        // closed calls back into freed memory. Not guarded yet.
+        println!(
+            "SKIP {}: provider {}: a closed endpoint's callback stays in its queue's wait object",
+            test_name(),
+            provider()
+        );
+        return;
+    }
+    let (fabric, domain, info) = fabric_domain();
+    let set = match WaitSet::open(&fabric, WaitObj::Fd) {
+        Ok(set) => set,
+        Err(e) => {
+            println!(
+                "SKIP {}: provider {}: no FD wait set ({e})",
+                test_name(),
+                provider()
+            );
+            return;
+        }
+    };
+    let cq = match CompletionQueue::<Tagged>::open(&domain, &CqAttr::new().wait_set(&set)) {
+        Ok(cq) => cq,
+        Err(e) => {
+            println!(
+                "SKIP {}: provider {}: no completion queue on a wait set ({e})",
+                test_name(),
+                provider()
+            );
+            return;
+        }
+    };
+    let pool = BufferPool::new(&domain, 8, 64).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                // rxd's fi_wait may answer -FI_EINVAL: a typed error, fine.
+                let _ = set.wait(Some(Duration::ZERO));
+            }
+        });
+        for _ in 0..100 {
+            let ep = receiving_endpoint(&fabric, &domain, &info, &cq);
+            if let Some(b) = pool.take() {
+                ep.recv(b).unwrap();
+            }
+            drop(ep);
+            drain_reclaiming(&cq, &pool);
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+#[test]
+fn pools_dropped_on_one_thread_while_endpoints_close_on_another() {
+    // An endpoint's close looks at the pools of its domain; a pool of
+    // another domain whose last handle was dropped meanwhile on another
+    // thread was dropped under the pool registry's lock, which its drop
+    // takes again: a deadlock.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (fabric, domain, info) = fabric_domain();
+    let other = Domain::open(&fabric, &info).unwrap();
+    let _many: Vec<_> = (0..32)
+        .map(|_| BufferPool::new(&domain, 1, 64).unwrap())
+        .collect();
+    let stop = AtomicBool::new(false);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let pools: Vec<_> = (0..16)
+                    .map(|_| BufferPool::new(&other, 1, 64).unwrap())
+                    .collect();
+                drop(pools);
+            }
+        });
+        while Instant::now() < deadline {
+            drop(Endpoint::open(&domain, &info).unwrap());
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
