@@ -373,7 +373,12 @@ enum Found {
 
 fn found<T: libfabric::cq::CompletionEntry>(read: CqRead<'_, T>) -> Found {
     match read {
-        CqRead::Completions(_) => Found::Completion,
+        // Kept in the slice, for the caller to reclaim (dropping the guard
+        // would hand the buffer back to its pool).
+        CqRead::Completions(done) => {
+            done.into_slice();
+            Found::Completion
+        }
         CqRead::ErrorPending => Found::Error,
         _ => Found::Nothing,
     }
