@@ -24,8 +24,8 @@ use crate::error::{
 };
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
-    query_wait_obj, sealed, timeout_ms, trywait_raw, TryWait, WaitObj, WaitSet, WaitSetInner,
-    Waitable,
+    query_wait_obj, refuse_poisoned, sealed, timeout_ms, trywait_raw, TryWait, WaitObj, WaitSet,
+    WaitSetInner, Waitable,
 };
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
@@ -301,7 +301,7 @@ impl Default for Addr {
 pub struct CqAttr {
     size: usize,
     flags: u64,
-    wait_obj: WaitObj,
+    pub(crate) wait_obj: WaitObj,
     signaling_vector: i32,
     threshold: bool,
     wait_set: Option<WaitSet>,
@@ -599,7 +599,7 @@ pub(crate) struct CqInner {
     pub(crate) fid: OwnedFid<sys::fid_cq>,
     pub(crate) domain: Arc<DomainInner>,
     _wait_set: Option<Arc<WaitSetInner>>,
-    wait_obj: WaitObj,
+    pub(crate) wait_obj: WaitObj,
     threshold: bool,
     signals: AtomicU64,
     signals_reported: AtomicU64,
@@ -624,6 +624,17 @@ pub(crate) struct CqInner {
     /// enabled endpoint: endpoints give their queues to the provider only
     /// in `enable` (`Endpoint::bind_cq` records them).
     pub(crate) lifecycle: RwLock<()>,
+    /// Set when an rxm, rxd or shm endpoint bound to this queue closed:
+    /// they add each enabled endpoint (with a callback into it) to the
+    /// wait object of the completion queues it is bound to and never remove
+    /// it (rxm `rxm_ep_wait_fd_add`, `prov/rxm/src/rxm_ep.c` 1067-1079,
+    /// 1154; rxd `prov/rxd/src/rxd_ep.c` 787-790; shm `prov/shm/src/smr_ep.c`
+    /// 992, in 1.17; rxm's unchanged in 2.1), so `fi_trywait`,
+    /// `fi_cq_sread` and `fi_wait` on the queue would then call back into
+    /// the freed endpoint. Those calls are
+    /// refused from then on (under the progress lock, which the close holds
+    /// exclusively when it sets this); reads still work.
+    pub(crate) wait_poisoned: std::sync::atomic::AtomicBool,
 }
 
 impl CqInner {
@@ -761,6 +772,7 @@ impl<F: Format> CompletionQueue<F> {
                 id,
                 kept: std::sync::Mutex::new(Vec::new()),
                 lifecycle: RwLock::new(()),
+                wait_poisoned: std::sync::atomic::AtomicBool::new(false),
             }),
             _format: PhantomData,
         };
@@ -930,7 +942,7 @@ impl<F: Format> CompletionQueue<F> {
             // enabled or closed meanwhile (each waits for the progress
             // guard that a blocked sread holds).
             let slice = remaining.map_or(SREAD_SLICE, |r| r.min(SREAD_SLICE));
-            let ret = self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice));
+            let ret = self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice))?;
             // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
             // -FI_EAGAIN (tcp), -FI_ECANCELED (sockets, on signal) or
             // -FI_ETIMEDOUT (rxd, on timeout).
@@ -959,6 +971,7 @@ impl<F: Format> CompletionQueue<F> {
             }
             let mut fids = [self.inner.fid.fid()];
             let progress = self.inner.progress_guard();
+            refuse_poisoned(std::iter::once(Some(&self.inner.wait_poisoned)))?;
             let pending = trywait_raw(self.inner.domain.fabric.fid.as_ptr(), &mut fids)?;
             drop(progress);
             if pending == TryWait::EventsPending {
@@ -976,10 +989,11 @@ impl<F: Format> CompletionQueue<F> {
         count: usize,
         cond: *const c_void,
         timeout: Option<Duration>,
-    ) -> isize {
+    ) -> Result<isize> {
         let ms = timeout_ms(timeout);
         let _progress = self.inner.progress_guard();
-        match addrs {
+        refuse_poisoned(std::iter::once(Some(&self.inner.wait_poisoned)))?;
+        Ok(match addrs {
             // SAFETY: as read: at most count entries of the queue's format
             // are written into buf; cond is NULL or points to a size_t
             // threshold no larger than count, for FI_CQ_COND_THRESHOLD
@@ -1004,7 +1018,7 @@ impl<F: Format> CompletionQueue<F> {
                     ms,
                 )
             },
-        }
+        })
     }
 
     /// `fi_cq_readerr`: the next error completion, its `err_data` copied
@@ -1124,6 +1138,9 @@ impl<F: Format> Waitable for CompletionQueue<F> {
     }
     fn progress_lock(&self) -> Option<&RwLock<()>> {
         Some(&self.inner.lifecycle)
+    }
+    fn wait_poison(&self) -> Option<&std::sync::atomic::AtomicBool> {
+        Some(&self.inner.wait_poisoned)
     }
 }
 

@@ -260,6 +260,18 @@ impl EpInner {
             [None, None]
         };
         let _exclusive = exclusive(&cqs);
+        let provider = self.info.provider();
+        if provider.contains("ofi_rxm") || provider.contains("ofi_rxd") || provider == "shm" {
+            // rxm, rxd and shm leave a callback into this endpoint in the
+            // wait object of each queue it is bound to (see
+            // CqInner::wait_poisoned): waits on those queues are refused
+            // from now on.
+            for (cq, _) in cqs.iter().flatten() {
+                if cq.wait_obj != crate::wait::WaitObj::None {
+                    cq.wait_poisoned.store(true, Ordering::Release);
+                }
+            }
+        }
         self.fid.close()
     }
 }

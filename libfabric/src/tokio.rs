@@ -26,7 +26,8 @@ use crate::cq::{self, CompletionQueue, Format};
 use crate::eq::{self, EventBuf, EventQueue};
 use crate::error::{Error, Result, EAGAIN};
 use crate::wait::{
-    eq_has_entries, eq_second_look_needed, trywait_raw, with_progress_guards, TryWait, Waitable,
+    eq_has_entries, eq_second_look_needed, refuse_poisoned, trywait_raw, with_progress_guards,
+    TryWait, Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -73,12 +74,16 @@ async fn wait_ready(
     fid: &SendPtr<sys::fid>,
     eq: Option<&SendPtr<sys::fid_eq>>,
     progress: Option<&std::sync::RwLock<()>>,
+    poison: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<()> {
     // The raw pointers and the progress guard are used only before the
     // first await, in trywait_raw, so the future stays Send.
     let pending = {
         let mut fids = [fid.0];
-        with_progress_guards(&mut [progress], || trywait_raw(fabric.0, &mut fids))?
+        with_progress_guards(&mut [progress], || {
+            refuse_poisoned(std::iter::once(poison))?;
+            trywait_raw(fabric.0, &mut fids)
+        })?
     };
     if pending == TryWait::EventsPending {
         return Ok(());
@@ -152,7 +157,7 @@ impl AsyncEventQueue {
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
             let second_look = eq_second_look_needed().then_some(&eq);
-            wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await?;
+            wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, None).await?;
         }
     }
 }
@@ -209,7 +214,8 @@ impl<F: Format> AsyncCompletionQueue<F> {
                 return cq::decode(ret, buf, "fi_cq_read");
             }
             let progress = Some(&self.cq.inner.lifecycle);
-            wait_ready(&self.fd, &self.fabric, &self.fid, None, progress).await?;
+            let poison = Some(&self.cq.inner.wait_poisoned);
+            wait_ready(&self.fd, &self.fabric, &self.fid, None, progress, poison).await?;
         }
     }
 }

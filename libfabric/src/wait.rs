@@ -177,6 +177,12 @@ pub trait Waitable: sealed::Sealed {
     fn progress_lock(&self) -> Option<&RwLock<()>> {
         None
     }
+    /// Set when waiting on the queue became unsafe (see
+    /// `CqInner::wait_poisoned`); read under the progress lock.
+    #[doc(hidden)]
+    fn wait_poison(&self) -> Option<&std::sync::atomic::AtomicBool> {
+        None
+    }
     /// `fi_control(FI_GETWAIT)` for an `FI_WAIT_FD` queue: the fd that becomes
     /// readable when the queue may have entries, borrowed from the queue, as
     /// a [`WaitFd`] to poll for readiness.
@@ -362,6 +368,7 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
         (None, _) => trywait_raw(fabric, fids),
         (Some(lock), 1) => {
             let _guard = lock.read().unwrap_or_else(|e| e.into_inner());
+            refuse_poisoned(queues.iter().map(|q| q.wait_poison()))?;
             trywait_raw(fabric, fids)
         }
         _ => {
@@ -369,8 +376,31 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
             for (slot, q) in all.iter_mut().zip(queues) {
                 *slot = q.progress_lock();
             }
-            with_progress_guards(&mut all[..queues.len()], || trywait_raw(fabric, fids))
+            with_progress_guards(&mut all[..queues.len()], || {
+                refuse_poisoned(queues.iter().map(|q| q.wait_poison()))?;
+                trywait_raw(fabric, fids)
+            })
         }
+    }
+}
+
+/// Refuses a wait on a queue whose wait object the provider left unsafe
+/// (see `CqInner::wait_poisoned`). Called under the progress locks.
+#[inline]
+pub(crate) fn refuse_poisoned<'a>(
+    mut flags: impl Iterator<Item = Option<&'a std::sync::atomic::AtomicBool>>,
+) -> Result<()> {
+    if flags.any(|f| f.is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire))) {
+        return Err(wait_poisoned());
+    }
+    Ok(())
+}
+
+#[cold]
+fn wait_poisoned() -> Error {
+    Error::State {
+        call: "fi_trywait",
+        reason: "an endpoint bound to this completion queue closed, and its provider (rxm, rxd, shm) leaves a callback into it in the queue's wait object (a wait would read freed memory): read the queue without waiting, or open a new one",
     }
 }
 
@@ -444,6 +474,7 @@ fn trywait_many(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     let mut fids = fids?;
     let mut locks: Vec<_> = queues.iter().map(|q| q.progress_lock()).collect();
     with_progress_guards(&mut locks, || {
+        refuse_poisoned(queues.iter().map(|q| q.wait_poison()))?;
         trywait_raw(fabric.inner.fid.as_ptr(), &mut fids)
     })
 }
@@ -504,6 +535,8 @@ pub struct Waiter<'q> {
     /// The distinct progress locks of the queues (see
     /// [`with_progress_guards`]), held around `fi_trywait`.
     locks: Vec<Option<&'q RwLock<()>>>,
+    /// The queues' poison flags (see `CqInner::wait_poisoned`).
+    poison: Vec<&'q std::sync::atomic::AtomicBool>,
     _queues: std::marker::PhantomData<&'q dyn Waitable>,
 }
 
@@ -537,6 +570,7 @@ impl<'q> Waiter<'q> {
         let mut eqs = Vec::new();
         let mut pollfds = Vec::with_capacity(queues.len());
         let mut locks: Vec<Option<&'q RwLock<()>>> = Vec::new();
+        let mut poison = Vec::new();
         for q in queues {
             if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
                 return Err(Error::InvalidArgument(
@@ -551,6 +585,7 @@ impl<'q> Waiter<'q> {
             if q.progress_lock().is_some() {
                 locks.push(q.progress_lock());
             }
+            poison.extend(q.wait_poison());
             pollfds.push(libc::pollfd {
                 fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
@@ -563,6 +598,7 @@ impl<'q> Waiter<'q> {
             eqs,
             pollfds,
             locks,
+            poison,
             _queues: std::marker::PhantomData,
         })
     }
@@ -584,7 +620,11 @@ impl<'q> Waiter<'q> {
         });
         loop {
             let (fabric, fids) = (self.fabric.fid.as_ptr(), &mut self.fids);
-            let pending = with_progress_guards(&mut self.locks, || trywait_raw(fabric, fids))?;
+            let poison = &self.poison;
+            let pending = with_progress_guards(&mut self.locks, || {
+                refuse_poisoned(poison.iter().map(|p| Some(*p)))?;
+                trywait_raw(fabric, fids)
+            })?;
             if pending == TryWait::EventsPending {
                 return Ok(Wake::Ready);
             }
@@ -825,10 +865,13 @@ impl WaitSet {
             };
             let mut locks: Vec<_> = cqs.iter().map(|cq| Some(&cq.lifecycle)).collect();
             let ret = with_progress_guards(&mut locks, || {
+                refuse_poisoned(cqs.iter().map(|cq| Some(&cq.wait_poisoned)))?;
                 // SAFETY: fi_wait(3) on an open wait set; its queues' endpoints
                 // are not being enabled or closed (the guards).
-                unsafe { sys::fi_wait(self.inner.fid.as_ptr(), timeout_ms(Some(slice))) }
-            });
+                Ok::<_, Error>(unsafe {
+                    sys::fi_wait(self.inner.fid.as_ptr(), timeout_ms(Some(slice)))
+                })
+            })?;
             drop(locks);
             drop(cqs);
             if ret != -sys::errno::FI_ETIMEDOUT && ret != -sys::errno::FI_EAGAIN {

@@ -1538,3 +1538,49 @@ fn pools_dropped_on_one_thread_while_endpoints_close_on_another() {
         stop.store(true, Ordering::Relaxed);
     });
 }
+
+#[test]
+fn waits_on_a_queue_after_its_endpoint_closed() {
+    // rxm leaves a callback into each enabled endpoint in the wait object of
+    // the queues it was bound to: a trywait, sread or Waiter on the queue
+    // after the endpoint closed read freed memory. There they are refused;
+    // elsewhere they work.
+    let (fabric, domain, info) = fabric_domain();
+    let cq = match CompletionQueue::<Tagged>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)) {
+        Ok(cq) => cq,
+        Err(e) => {
+            println!(
+                "SKIP {}: provider {}: no FI_WAIT_FD completion queues ({e})",
+                test_name(),
+                provider()
+            );
+            return;
+        }
+    };
+    drop(receiving_endpoint(&fabric, &domain, &info, &cq));
+    let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
+    let p = provider();
+    let rxm = p.contains("ofi_rxm") || p.contains("ofi_rxd") || p == "shm";
+    for _ in 0..3 {
+        let trywait = libfabric::wait::trywait(&fabric, &[&cq]);
+        let sread = cq
+            .sread(&mut entries, Some(Duration::from_millis(1)))
+            .map(|_| ());
+        let waiter = Waiter::new(&fabric, &[&cq]).and_then(|mut w| w.wait(Some(Duration::ZERO)));
+        if rxm {
+            assert!(matches!(trywait, Err(Error::State { .. })), "{trywait:?}");
+            assert!(matches!(sread, Err(Error::State { .. })), "{sread:?}");
+            // rxd has no wait fd to give a Waiter (FI_GETWAIT: -FI_ENOSYS).
+            assert!(
+                matches!(waiter, Err(Error::State { .. } | Error::Fabric { .. })),
+                "{waiter:?}"
+            );
+        } else {
+            let _ = trywait.unwrap();
+            sread.unwrap();
+            let _ = waiter.unwrap();
+        }
+        // Reading never waits: it works everywhere.
+        assert!(matches!(cq.read(&mut entries).unwrap(), CqRead::Empty));
+    }
+}
