@@ -624,12 +624,9 @@ pub(crate) struct CqInner {
     /// enabled endpoint: endpoints give their queues to the provider only
     /// in `enable` (`Endpoint::bind_cq` records them).
     pub(crate) lifecycle: RwLock<()>,
-    /// Set when an rxm, rxd or shm endpoint bound to this queue closed:
-    /// they add each enabled endpoint (with a callback into it) to the
-    /// wait object of the completion queues it is bound to and never remove
-    /// it (rxm `rxm_ep_wait_fd_add`, `prov/rxm/src/rxm_ep.c` 1067-1079,
-    /// 1154; rxd `prov/rxd/src/rxd_ep.c` 787-790; shm `prov/shm/src/smr_ep.c`
-    /// 992, in 1.17; rxm's unchanged in 2.1), so `fi_trywait`,
+    /// Set when an endpoint bound to this queue closed on a provider that
+    /// keeps closed endpoints in its queues' wait objects
+    /// ([`crate::quirks::keeps_closed_endpoints_in_waits`]): `fi_trywait`,
     /// `fi_cq_sread` and `fi_wait` on the queue would then call back into
     /// the freed endpoint. Those calls are
     /// refused from then on (under the progress lock, which the close holds
@@ -700,19 +697,16 @@ impl<F: Format> CompletionQueue<F> {
                 reason: "FI_WAIT_SET needs a wait set: use CqAttr::wait_set",
             });
         }
-        let provider = domain.inner.info.provider();
         if wait_obj == WaitObj::Set
-            && (provider.contains("ofi_rxm") || provider.contains("ofi_rxd"))
+            && crate::quirks::keeps_closed_endpoints_in_waits(domain.inner.info.provider())
         {
-            // rxm adds each endpoint's own queue to the wait object of the
-            // completion queues it is bound to and never removes it
-            // (`rxm_ep_wait_fd_add`, `prov/rxm/src/rxm_ep.c` 1067-1079, 1154
-            // in 1.17, unchanged in 2.1): fi_wait on the set after an
-            // endpoint closed called into freed memory; rxd's crashed too.
+            // A wait on the set after an endpoint closed would call into
+            // freed memory, and the set is shared with other queues (their
+            // waits cannot be refused the way this queue's are).
             return Err(Error::UnsupportedWait {
                 queue: "completion queue",
                 requested: WaitObj::Set,
-                reason: "rxm and rxd leave a closed endpoint's callbacks in a wait set (a wait then reads freed memory)",
+                reason: "rxm, rxd and shm leave a closed endpoint's callbacks in a wait set (a wait then reads freed memory)",
             });
         }
         let mut raw_attr = sys::fi_cq_attr {

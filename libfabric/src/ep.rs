@@ -260,12 +260,9 @@ impl EpInner {
             [None, None]
         };
         let _exclusive = exclusive(&cqs);
-        let provider = self.info.provider();
-        if provider.contains("ofi_rxm") || provider.contains("ofi_rxd") || provider == "shm" {
-            // rxm, rxd and shm leave a callback into this endpoint in the
-            // wait object of each queue it is bound to (see
-            // CqInner::wait_poisoned): waits on those queues are refused
-            // from now on.
+        if crate::quirks::keeps_closed_endpoints_in_waits(self.info.provider()) {
+            // Waits on this endpoint's queues would call back into it once
+            // it is closed (see CqInner::wait_poisoned): refused from now on.
             for (cq, _) in cqs.iter().flatten() {
                 if cq.wait_obj != crate::wait::WaitObj::None {
                     cq.wait_poisoned.store(true, Ordering::Release);
@@ -284,15 +281,9 @@ impl Drop for EpInner {
         }
         let pending = self.pending.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = pending.take() {
-            // Opened from a request and never accepted. libfabric's tcp frees
-            // the request's handle only in fi_accept or fi_reject ("we only
-            // free if user calls accept. Otherwise, user will call reject",
-            // prov/tcp/src/tcpx_ep.c 804-805 in 1.17, xnet_ep.c 763 in
-            // 1.22), and its reject of a handle whose socket the endpoint took
-            // only frees it (tcpx_ep.c 996-997, xnet_pep.c 293-294). 1.17's
-            // net provider is the code that became tcp's in 1.19 and needs
-            // the same (prov/net/src/xnet_ep.c 694-695, xnet_pep.c 276-299).
-            if matches!(p.info.provider(), "tcp" | "net") {
+            // Opened from a request and never accepted: see
+            // quirks::frees_requests_only_when_answered.
+            if crate::quirks::frees_requests_only_when_answered(p.info.provider()) {
                 // SAFETY: fi_reject(3) on the open passive endpoint the
                 // request came from, with its handle, consumed by nothing
                 // else (the accept that would have consumed it never ran).

@@ -171,6 +171,7 @@ pub mod pep;
 pub mod poll;
 #[doc = include_str!("preconditions.md")]
 pub mod preconditions {}
+mod quirks;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;

@@ -133,8 +133,19 @@ impl PollSet {
         let count = ready.len().min(STACK);
         let members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
         // fi_poll runs the members' progress: under their progress locks.
-        let mut locks: Vec<_> = members.iter().map(|m| Some(&m.lifecycle)).collect();
-        let ret = crate::wait::with_progress_guards(&mut locks, || {
+        // The members' locks, on the stack for up to STACK members.
+        let mut stack = [None; STACK];
+        let mut heap = Vec::new();
+        let locks = if members.len() <= STACK {
+            for (slot, m) in stack.iter_mut().zip(members.iter()) {
+                *slot = Some(&m.lifecycle);
+            }
+            &mut stack[..members.len()]
+        } else {
+            heap.extend(members.iter().map(|m| Some(&m.lifecycle)));
+            &mut heap[..]
+        };
+        let ret = crate::wait::with_progress_guards(locks, || {
             // SAFETY: fi_poll(3) writes at most count contexts.
             unsafe { sys::fi_poll(self.inner.fid.as_ptr(), contexts.as_mut_ptr(), count as i32) }
         });

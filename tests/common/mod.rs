@@ -332,7 +332,6 @@ pub fn reclaim_flushed<F: Format>(
     (flushed, completed)
 }
 
-/// Takes every slot of `pool`, proving none is lost, and gives them back.
 /// Reads the error completions an endpoint's close flushed into `cq` (tcp
 /// and shm report the operations still posted as FI_ECANCELED; sockets,
 /// rxm and rxd report nothing). Their buffers came back to their pools
@@ -368,6 +367,7 @@ pub fn read_flushed_of_closed<F: Format>(cq: &CompletionQueue<F>, pool: &BufferP
     }
 }
 
+/// Takes every slot of `pool`, proving none is lost, and gives them back.
 pub fn assert_pool_whole(pool: &BufferPool, slots: usize) {
     let taken: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
     assert_eq!(

@@ -1,0 +1,25 @@
+//! Provider behaviours the crate guards against that only some providers
+//! have, each decided here, by provider name, with the source lines it
+//! rests on (libfabric 1.17 unless said otherwise).
+
+/// Whether the provider adds each enabled endpoint, with a callback into
+/// it, to the wait object of the completion queues it is bound to and never
+/// removes it, so that a wait on such a queue after the endpoint closed
+/// calls into freed memory: rxm (`rxm_ep_wait_fd_add`,
+/// `prov/rxm/src/rxm_ep.c` 1067-1079, 1154; unchanged in 2.1), rxd
+/// (`prov/rxd/src/rxd_ep.c` 787-790), shm (`prov/shm/src/smr_ep.c` 992).
+pub(crate) fn keeps_closed_endpoints_in_waits(provider: &str) -> bool {
+    provider.contains("ofi_rxm") || provider.contains("ofi_rxd") || provider == "shm"
+}
+
+/// Whether the provider frees a connection request's handle only in
+/// `fi_accept` or `fi_reject`, so that an endpoint opened from a request
+/// and closed unaccepted must reject it: tcp ("we only free if user calls
+/// accept. Otherwise, user will call reject", `prov/tcp/src/tcpx_ep.c`
+/// 804-805; `xnet_ep.c` 763 in 1.22), whose reject of a handle whose
+/// socket the endpoint took only frees it (`tcpx_ep.c` 996-997,
+/// `xnet_pep.c` 293-294), and 1.17's net, the code tcp became
+/// (`prov/net/src/xnet_ep.c` 694-695, `xnet_pep.c` 276-299).
+pub(crate) fn frees_requests_only_when_answered(provider: &str) -> bool {
+    matches!(provider, "tcp" | "net")
+}
