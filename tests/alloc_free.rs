@@ -251,9 +251,9 @@ fn complete(cq: &CompletionQueue<Msg>, pool: &BufferPool, blocking: bool) -> Buf
             cq.read(&mut entries)
         };
         match read.unwrap() {
-            CqRead::Completions(mut done) => {
+            CqRead::Completions(done) => {
                 assert_eq!(done.len(), 1);
-                return pool.reclaim(&mut done[0]).expect("the buffer comes back");
+                return pool.reclaim(&done[0]).expect("the buffer comes back");
             }
             CqRead::ErrorPending => panic!("error completion"),
             _ => assert!(Instant::now() < deadline, "no completion within 10 s"),

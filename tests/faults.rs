@@ -68,8 +68,8 @@ fn peer_process_streaming_sends() {
             }
         }
         match cq.sread(&mut entries, Some(Duration::from_millis(100))) {
-            Ok(CqRead::Completions(mut done)) => {
-                for e in &mut done {
+            Ok(CqRead::Completions(done)) => {
+                for e in &done {
                     drop(pool.reclaim(e));
                 }
             }
@@ -255,9 +255,9 @@ fn a_peer_killed_mid_traffic_is_detected_and_the_listener_accepts_again() {
             .sread(&mut entries, Some(Duration::from_millis(20)))
             .expect("fi_cq_sread")
         {
-            CqRead::Completions(mut done) => {
+            CqRead::Completions(done) => {
                 last_progress = Instant::now();
-                for e in &mut done {
+                for e in &done {
                     let buf = server.pool.reclaim(e).expect("receive buffer");
                     seen.received(&buf, killed_at.is_some());
                     server.ep.recv(buf).expect("repost fi_recv");
@@ -325,8 +325,8 @@ fn a_peer_killed_mid_traffic_is_detected_and_the_listener_accepts_again() {
     let mut drained = 0usize;
     loop {
         match server.cq.read(&mut entries).expect("fi_cq_read") {
-            CqRead::Completions(mut done) => {
-                for e in &mut done {
+            CqRead::Completions(done) => {
+                for e in &done {
                     let buf = server.pool.reclaim(e).expect("receive buffer");
                     seen.received(&buf, true);
                     drained += 1;
@@ -486,8 +486,8 @@ fn exchange(tx: Side<'_>, rx: Side<'_>, msg: &[u8]) -> Vec<u8> {
     let (mut sent, mut received) = (false, None);
     while !sent || received.is_none() {
         match tx.1.read(&mut entries).expect("fi_cq_read") {
-            CqRead::Completions(mut done) => {
-                for e in &mut done {
+            CqRead::Completions(done) => {
+                for e in &done {
                     assert!(e.flags().contains(CompletionFlags::SEND), "{e:?}");
                     assert!(!sent, "one send completion");
                     drop(tx.2.reclaim(e).expect("send buffer"));
@@ -498,8 +498,8 @@ fn exchange(tx: Side<'_>, rx: Side<'_>, msg: &[u8]) -> Vec<u8> {
             _ => {}
         }
         match rx.1.read(&mut entries).expect("fi_cq_read") {
-            CqRead::Completions(mut done) => {
-                for e in &mut done {
+            CqRead::Completions(done) => {
+                for e in &done {
                     assert!(e.flags().contains(CompletionFlags::RECV), "{e:?}");
                     assert!(received.is_none(), "one receive completion");
                     let buf = rx.2.reclaim(e).expect("receive buffer");

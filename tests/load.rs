@@ -292,7 +292,7 @@ fn receive(
     let mut mine = 0u64;
     let mut idle_since = Instant::now();
     while !done.load(Ordering::Acquire) {
-        let mut got = match pair
+        let got = match pair
             .server_cq
             .sread(&mut entries, Some(Duration::from_millis(50)))
             .expect("fi_cq_sread")
@@ -312,7 +312,7 @@ fn receive(
             }
         };
         idle_since = Instant::now();
-        for entry in &mut got {
+        for entry in &got {
             let buf = pair
                 .server_pool
                 .reclaim(entry)
@@ -384,9 +384,9 @@ fn send_all(pair: &Pair<Msg>, n: u64) -> u64 {
                 .sread(&mut entries, Some(Duration::from_millis(50)))
         };
         match read.expect("fi_cq_read") {
-            CqRead::Completions(mut got) => {
+            CqRead::Completions(got) => {
                 idle_since = Instant::now();
-                for entry in &mut got {
+                for entry in &got {
                     drop(
                         pair.client_pool
                             .reclaim(entry)

@@ -83,33 +83,31 @@ fn a_panic_while_handling_completions_loses_no_buffer() {
     }
     send_numbered(&pair, SLOTS as u64);
 
-    // Application code reads the completions into its own array, hands
-    // back and handles each buffer, and panics on the third: two buffers
-    // were handled, one is being handled, five completions were read but
-    // not yet reclaimed. All of it unwinds.
+    // Application code reads the completions, hands back and handles each
+    // buffer, and panics on the third: two buffers were handled, one is
+    // being handled, the rest of its batch was read but not yet reclaimed.
+    // All of it unwinds.
     let handled = std::cell::Cell::new(0);
+    let in_batch = std::cell::Cell::new(0);
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut entries: [MsgEntry; SLOTS] = Default::default();
-        let mut got = 0;
         let deadline = Instant::now() + Duration::from_secs(10);
-        while got < SLOTS {
-            match pair
-                .server_cq
-                .read(&mut entries[got..])
-                .expect("fi_cq_read")
-            {
-                CqRead::Completions(c) => got += c.into_slice().len(),
+        loop {
+            match pair.server_cq.read(&mut entries).expect("fi_cq_read") {
+                CqRead::Completions(c) => {
+                    in_batch.set(c.len());
+                    for entry in &c {
+                        let buf = pair.server_pool.reclaim(entry).expect("receive buffer");
+                        let i = u64::from_le_bytes(buf[..8].try_into().unwrap());
+                        if handled.get() == 2 {
+                            panic!("provoked: application code failed on message {i}");
+                        }
+                        handled.set(handled.get() + 1);
+                    }
+                }
                 CqRead::ErrorPending => panic!("error completion"),
                 _ => assert!(Instant::now() < deadline, "receives within 10 s"),
             }
-        }
-        for entry in &mut entries {
-            let buf = pair.server_pool.reclaim(entry).expect("receive buffer");
-            let i = u64::from_le_bytes(buf[..8].try_into().unwrap());
-            if handled.get() == 2 {
-                panic!("provoked: application code failed on message {i}");
-            }
-            handled.set(handled.get() + 1);
         }
     }));
     let payload = result.expect_err("the application code panicked");
@@ -119,11 +117,20 @@ fn a_panic_while_handling_completions_loses_no_buffer() {
         message(&*payload)
     );
     println!(
-        "panicked while handling the 3rd of {SLOTS} completions ({} handled, {} read but not \
-         reclaimed)",
+        "panicked while handling the 3rd of {SLOTS} completions ({} handled, its batch of {})",
         handled.get(),
-        SLOTS - handled.get() - 1
+        in_batch.get()
     );
+    // Those not read yet are still queued.
+    let mut rest: [MsgEntry; SLOTS] = Default::default();
+    let mut unread = 0;
+    while let CqRead::Completions(c) = pair.server_cq.read(&mut rest).expect("fi_cq_read") {
+        for entry in &c {
+            drop(pair.server_pool.reclaim(entry).expect("receive buffer"));
+            unread += 1;
+        }
+    }
+    println!("{unread} completion(s) were still queued");
 
     // Every buffer is back: the handled ones, the one being handled, and
     // those of the completions that were never reclaimed.

@@ -164,20 +164,22 @@ impl<'l> Driver<'l> {
         })
     }
 
-    /// Waits for the next completion of one queue, at most [`STALL`].
-    fn next(&mut self, queue: Queue) -> Res<ContextEntry> {
+    /// Waits for the next completion of one queue, at most [`STALL`], and
+    /// gives back the buffer it hands back.
+    fn next(&mut self, queue: Queue) -> Res<Buffer> {
         let cq = match queue {
             Queue::Tx => &self.link.tx_cq,
             Queue::Rx => &self.link.rx_cq,
         };
+        let pool = &self.pool;
         let mut entries: [ContextEntry; 1] = Default::default();
         let mut idle = 0u32;
         let mut since = None;
         loop {
             let got = match &mut self.wait {
-                Wait::Spin => found(cq.read(&mut entries)?),
-                Wait::Sread => found(cq.sread(&mut entries, Some(SLICE))?),
-                Wait::Fd { tx, rx } => match found(cq.read(&mut entries)?) {
+                Wait::Spin => found(cq.read(&mut entries)?, pool),
+                Wait::Sread => found(cq.sread(&mut entries, Some(SLICE))?, pool),
+                Wait::Fd { tx, rx } => match found(cq.read(&mut entries)?, pool) {
                     Found::Nothing => {
                         let waiter = if matches!(queue, Queue::Tx) { tx } else { rx };
                         let _ = waiter.wait(Some(SLICE))?;
@@ -193,13 +195,16 @@ impl<'l> Driver<'l> {
                     };
                     let read = async { tokio::time::timeout(SLICE, acq.read(&mut entries)).await };
                     match rt.block_on(read) {
-                        Ok(read) => found(read?),
+                        Ok(read) => found(read?, pool),
                         Err(_elapsed) => Found::Nothing,
                     }
                 }
             };
             match got {
-                Found::Completion => return Ok(std::mem::take(&mut entries[0])),
+                Found::Completion(Some(buf)) => return Ok(buf),
+                Found::Completion(None) => {
+                    return Err("a completion for a buffer that is not ours".into())
+                }
                 Found::Error => return Err(self.failed(cq, queue)),
                 Found::Nothing => {}
             }
@@ -246,13 +251,6 @@ impl<'l> Driver<'l> {
             Ok(None) => format!("{}: {what} failed", self.link.side).into(),
             Err(e) => e.into(),
         }
-    }
-
-    /// The buffer a completion hands back.
-    fn reclaim(&self, entry: &mut ContextEntry) -> Res<Buffer> {
-        self.pool
-            .reclaim(entry)
-            .ok_or_else(|| "a completion for a buffer that is not ours".into())
     }
 
     /// Reads the transmit CQ once so that the provider makes progress while
@@ -308,14 +306,12 @@ impl<'l> Driver<'l> {
                 Err(e) => return Err(e.error.into()),
             }
         }
-        let mut done = self.next(Queue::Tx)?;
-        self.reclaim(&mut done)
+        self.next(Queue::Tx)
     }
 
     /// Waits for the next message and gives its buffer back.
     fn recv(&mut self) -> Res<Buffer> {
-        let mut done = self.next(Queue::Rx)?;
-        self.reclaim(&mut done)
+        self.next(Queue::Rx)
     }
 
     /// The client's timed loop: send, wait for the echo.
@@ -366,19 +362,15 @@ impl<'l> Driver<'l> {
 }
 
 enum Found {
-    Completion,
+    /// A completion, and the buffer it handed back.
+    Completion(Option<Buffer>),
     Error,
     Nothing,
 }
 
-fn found<T: libfabric::cq::CompletionEntry>(read: CqRead<'_, T>) -> Found {
+fn found<T: libfabric::cq::CompletionEntry>(read: CqRead<'_, T>, pool: &BufferPool) -> Found {
     match read {
-        // Kept in the slice, for the caller to reclaim (dropping the guard
-        // would hand the buffer back to its pool).
-        CqRead::Completions(done) => {
-            done.into_slice();
-            Found::Completion
-        }
+        CqRead::Completions(done) => Found::Completion(pool.reclaim(&done[0])),
         CqRead::ErrorPending => Found::Error,
         _ => Found::Nothing,
     }

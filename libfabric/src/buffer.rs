@@ -15,13 +15,16 @@
 //! (sockets, `tcp;ofi_rxm`, `udp;ofi_rxd`) drop what was posted without a
 //! completion. So when an endpoint closes, every buffer still in flight on
 //! it is handed back to its pool. A completion of such an operation may
-//! still be queued (written before the close, or flushed by it): each
-//! slot has two operation contexts, a slot handed back this way is posted
-//! next with its other one, and a completion naming the context it was
-//! taken back from is recognised as stale and hands nothing out. A slot
-//! whose two contexts both await such a completion rests until one comes
-//! (or its pool is dropped). Posting and completing stay one atomic
-//! operation on the slot.
+//! still be queued (written before the close, or flushed by it), or read
+//! and still held: each slot has two operation contexts, a slot handed
+//! back this way is posted next with its other one, and a completion
+//! naming the context it was taken back from is recognised as stale and
+//! hands nothing out. The stale context is posted with again once no
+//! completion naming it can surface any more: when each queue of the
+//! endpoint was read empty after the close and the completions read
+//! before that were released (see the `epochs` module). A slot whose two
+//! contexts are both stale rests until then. Posting and completing stay
+//! one atomic operation on the slot.
 
 use crate::cq::{CompletionEntry, CqError};
 use crate::domain::{Domain, DomainInner};
@@ -35,7 +38,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 // A slot's state word: its kind, the context of its last post, which
@@ -49,7 +52,8 @@ const OWNED: u64 = 1;
 /// Posted; the provider has it until its completion is reclaimed.
 const IN_FLIGHT: u64 = 2;
 /// Taken back from a closed endpoint while both of its contexts may still
-/// be named by a stale completion: out of the free list until one comes.
+/// be named by a stale completion: out of the free list until one of them
+/// is settled (`StaleMarks::queue_done`).
 const RESTING: u64 = 3;
 /// The context (0 or 1) of the last post.
 const PARITY: u64 = 1 << 2;
@@ -77,10 +81,10 @@ fn stale_bit(parity: usize) -> u64 {
 #[repr(C, align(16))]
 struct SlotContext(UnsafeCell<sys::fi_context2>);
 
-/// The operation contexts and states of a pool's slots. A completion
-/// queue that may still hold stale completions naming these contexts keeps
-/// them allocated (see [`reclaim_closed_endpoint`]), so that no newer pool
-/// is given their addresses while such a completion can be read.
+/// The operation contexts and states of a pool's slots. While a stale
+/// completion naming these contexts may be read, the [`StaleMarks`] of the
+/// close keep them allocated, so that no newer pool is given their
+/// addresses.
 pub(crate) struct SlotTable {
     /// `CONTEXTS_PER_SLOT` per slot: slot `i` posts with context
     /// `2 * i + parity`.
@@ -167,8 +171,10 @@ fn release_slow(context: *mut c_void) {
 
 /// Hands back to their pools the buffers still in flight on an endpoint
 /// of `domain` that has just been closed (`fi_close` succeeded), and
-/// returns the slot tables they belong to, for the endpoint's completion
-/// queues to keep while stale completions naming them may be queued.
+/// returns the stale marks of their contexts, for the endpoint's `queues`
+/// completion queues to settle once none of them can hand out a
+/// completion naming one (`Epochs::await_empty_read`). With no queue,
+/// they are settled at once.
 ///
 /// The provider writes none of these buffers once the endpoint is closed:
 /// tcp halts and flushes it (`prov/tcp/src/tcpx_ep.c` 616-633 in 1.17),
@@ -182,22 +188,92 @@ fn release_slow(context: *mut c_void) {
 /// (`prov/verbs/src/verbs_ep.c` 552, 566).
 ///
 /// Cold: one pass over the slots of the domain's pools.
-pub(crate) fn reclaim_closed_endpoint(domain: &Arc<DomainInner>, ep: u64) -> Vec<Arc<SlotTable>> {
-    let mut kept = Vec::new();
+pub(crate) fn reclaim_closed_endpoint(
+    domain: &Arc<DomainInner>,
+    ep: u64,
+    queues: usize,
+) -> Option<Arc<StaleMarks>> {
     let live = live_pools_of(domain);
     // The registry's lock is released: dropping the last handle of a pool
     // below takes it again.
+    let mut pools = Vec::new();
     for pool in live {
-        if (BufferPool {
+        let marks = (BufferPool {
             inner: pool.clone(),
         })
-        .reclaim_of_endpoint(ep)
-            > 0
-        {
-            kept.push(pool.table.clone());
+        .reclaim_of_endpoint(ep);
+        if !marks.is_empty() {
+            pools.push(PoolMarks {
+                pool: Arc::downgrade(&pool),
+                table: pool.table.clone(),
+                marks,
+            });
         }
     }
-    kept
+    if pools.is_empty() {
+        return None;
+    }
+    let marks = Arc::new(StaleMarks {
+        pools,
+        queues_left: AtomicUsize::new(queues.max(1)),
+    });
+    if queues == 0 {
+        marks.queue_done();
+        return None;
+    }
+    Some(marks)
+}
+
+/// The contexts an endpoint close took back, stale until each of the
+/// endpoint's queues is done with them (see [`reclaim_closed_endpoint`]).
+/// Holds their slot tables, so that no newer pool is given the contexts'
+/// addresses while a completion naming one may be read.
+pub(crate) struct StaleMarks {
+    pools: Vec<PoolMarks>,
+    queues_left: AtomicUsize,
+}
+
+/// The marks of one pool: the pool (if still open), its table, and the
+/// marked (slot, context parity) pairs.
+struct PoolMarks {
+    pool: Weak<PoolInner>,
+    table: Arc<SlotTable>,
+    marks: Vec<(u32, u8)>,
+}
+
+impl StaleMarks {
+    /// One of the endpoint's queues can no longer hand out a completion
+    /// naming these contexts; after the last, they are posted with again,
+    /// and slots resting on them go back to their pools.
+    pub(crate) fn queue_done(&self) {
+        if self.queues_left.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        for PoolMarks { pool, table, marks } in &self.pools {
+            let pool = pool.upgrade();
+            for &(slot, parity) in marks {
+                let state = &table.states[slot as usize];
+                let bit = stale_bit(parity as usize);
+                let Ok(before) = state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                    if s & bit == 0 {
+                        return None;
+                    }
+                    let s = s & !bit;
+                    Some(if s & KIND == RESTING { s & !KIND } else { s })
+                }) else {
+                    continue;
+                };
+                if before & KIND == RESTING {
+                    if let Some(pool) = &pool {
+                        pool.free
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(slot);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The live pools of `domain`. The registry's lock is held only while the
@@ -414,14 +490,12 @@ impl BufferPool {
                     Ok(_) => break,
                     Err(now) => current = now,
                 }
-            } else if current & stale_bit(parity) != 0 {
-                // A completion of an operation already taken back from its
-                // closed endpoint: nothing to hand out, but the context
-                // may be posted with again.
-                self.settle_stale(slot, parity);
-                return None;
             } else {
-                // Reclaimed already, or never posted with this context.
+                // Reclaimed already, never posted with this context, or a
+                // completion of an operation already taken back from its
+                // closed endpoint (the context is stale): nothing to hand
+                // out. A stale context is posted with again only once no
+                // completion naming it can surface (StaleMarks).
                 return None;
             }
         }
@@ -435,34 +509,12 @@ impl BufferPool {
         })
     }
 
-    /// The stale completion naming context `parity` of `slot` was read:
-    /// clears its mark, and puts a resting slot back in the free list.
-    #[cold]
-    fn settle_stale(&self, slot: usize, parity: usize) {
-        let state = &self.inner.table.states[slot];
-        let Ok(before) = state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-            if s & stale_bit(parity) == 0 {
-                return None;
-            }
-            let s = s & !stale_bit(parity);
-            Some(if s & KIND == RESTING { s & !KIND } else { s })
-        }) else {
-            return;
-        };
-        if before & KIND == RESTING {
-            self.inner
-                .free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(slot as u32);
-        }
-    }
-
     /// Takes back every slot in flight on the closed endpoint `ep`
-    /// (see [`reclaim_closed_endpoint`]); returns how many.
+    /// (see [`reclaim_closed_endpoint`]); returns the (slot, context
+    /// parity) pairs it marked stale.
     #[cold]
-    fn reclaim_of_endpoint(&self, ep: u64) -> usize {
-        let mut taken = 0;
+    fn reclaim_of_endpoint(&self, ep: u64) -> Vec<(u32, u8)> {
+        let mut marked = Vec::new();
         for (slot, state) in self.inner.table.states.iter().enumerate() {
             let of_ep = |s: u64| s & KIND == IN_FLIGHT && s >> EP_SHIFT == ep;
             if !of_ep(state.load(Ordering::Acquire)) {
@@ -481,7 +533,7 @@ impl BufferPool {
             }) else {
                 continue;
             };
-            taken += 1;
+            marked.push((slot as u32, parity(before) as u8));
             if before & stale_bit(1 - parity(before)) == 0 {
                 self.inner
                     .free
@@ -495,13 +547,13 @@ impl BufferPool {
             // `self` holds another count, so the pool is not freed here.
             unsafe { Arc::decrement_strong_count(Arc::as_ptr(&self.inner)) };
         }
-        taken
+        marked
     }
 
     /// The buffer a completion belongs to, handed back to the application.
     /// Takes the entry's context, so a second call returns `None`; entries
     /// of other pools or of operations without a buffer give `None`.
-    pub fn reclaim<E: CompletionEntry>(&self, entry: &mut E) -> Option<Buffer> {
+    pub fn reclaim<E: CompletionEntry>(&self, entry: &E) -> Option<Buffer> {
         let context = entry.context() as *mut c_void;
         self.slot_of(context)?;
         self.reclaim_context(entry.take_context())

@@ -17,6 +17,7 @@
 //! ```
 
 use crate::domain::{Domain, DomainInner};
+use crate::epochs::Epochs;
 use crate::eq::{ErrDataBuf, Fid};
 use crate::error::{
     check, check_len, check_queue_size, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL,
@@ -79,12 +80,19 @@ bitflags! {
 }
 
 /// A completion entry type. Sealed: implemented by this crate's entry types.
-pub trait CompletionEntry: sealed::Sealed + Default + Send + Sync + 'static {
+///
+/// Entries are read in place and reached through a [`Completions`] guard as
+/// shared references: a completion cannot be moved out of the batch it was
+/// read in, which is what lets the crate know when no completion naming a
+/// buffer can still be handled (see [`BufferPool::reclaim`]).
+///
+/// [`BufferPool::reclaim`]: crate::BufferPool::reclaim
+pub trait CompletionEntry: sealed::Sealed + Default + Send + 'static {
     /// The operation's context, as posted.
     fn context(&self) -> usize;
     /// Takes the context, leaving 0: used to hand a buffer back exactly once.
     #[doc(hidden)]
-    fn take_context(&mut self) -> *mut c_void;
+    fn take_context(&self) -> *mut c_void;
 }
 
 /// A CQ format: the entry type and its `enum fi_cq_format`. Sealed.
@@ -101,42 +109,57 @@ macro_rules! entry_type {
     ($(#[$doc:meta])* $name:ident($raw:ident), $format:ident, $fmt:ident) => {
         $(#[$doc])*
         ///
-        /// Not `Clone`: each completion exists once, so that the buffer it
-        /// returns can be reclaimed exactly once.
+        /// Not `Clone`, and reached only by shared reference once read: each
+        /// completion exists once, in the batch it was read in, so that the
+        /// buffer it returns can be reclaimed exactly once. Not `Sync`:
+        /// reclaiming takes the context through a shared reference.
         #[repr(transparent)]
-        pub struct $name(sys::$raw);
+        pub struct $name(std::cell::UnsafeCell<sys::$raw>);
 
         impl Default for $name {
             fn default() -> Self {
-                $name(sys::$raw::default())
+                $name(std::cell::UnsafeCell::new(sys::$raw::default()))
+            }
+        }
+
+        impl $name {
+            /// The C entry. Only copies of its members leave this module,
+            /// and the context is only written by `take_context`, on the
+            /// entry's one thread (the type is not `Sync`).
+            #[inline(always)]
+            fn raw(&self) -> &sys::$raw {
+                // SAFETY: no reference to the entry's contents outlives the
+                // accessor that made it, so none is alive while
+                // take_context writes op_context.
+                unsafe { &*self.0.get() }
             }
         }
 
         // SAFETY: the entry is plain data; its pointers are opaque values
         // this crate never dereferences through the entry.
         unsafe impl Send for $name {}
-        // SAFETY: as above.
-        unsafe impl Sync for $name {}
 
         impl sealed::Sealed for $name {}
 
         impl Drop for $name {
             /// A completion that was not reclaimed hands its buffer back
-            /// to its pool here, so a panic between the read and the
-            /// reclaim loses nothing.
+            /// to its pool here.
             fn drop(&mut self) {
-                crate::buffer::release_unreclaimed(self.0.op_context);
+                crate::buffer::release_unreclaimed(self.0.get_mut().op_context);
             }
         }
 
         impl CompletionEntry for $name {
             #[inline]
             fn context(&self) -> usize {
-                self.0.op_context as usize
+                self.raw().op_context as usize
             }
             #[inline]
-            fn take_context(&mut self) -> *mut c_void {
-                std::mem::replace(&mut self.0.op_context, ptr::null_mut())
+            fn take_context(&self) -> *mut c_void {
+                // SAFETY: the type is not Sync, so this is the only access
+                // to the entry on any thread, and no reference into it is
+                // alive (see raw).
+                unsafe { ptr::replace(&raw mut (*self.0.get()).op_context, ptr::null_mut()) }
             }
         }
 
@@ -178,15 +201,15 @@ macro_rules! msg_accessors {
         impl $name {
             /// Completion flags.
             pub fn flags(&self) -> CompletionFlags {
-                CompletionFlags::from_bits_retain(self.0.flags)
+                CompletionFlags::from_bits_retain(self.raw().flags)
             }
             /// Bytes received (receives) or sent.
             pub fn len(&self) -> usize {
-                self.0.len
+                self.raw().len
             }
             /// Whether `len` is 0.
             pub fn is_empty(&self) -> bool {
-                self.0.len == 0
+                self.raw().len == 0
             }
         }
     )*};
@@ -198,11 +221,11 @@ macro_rules! data_accessors {
         impl $name {
             /// Start of the received data (multi-receive), as an address.
             pub fn buf_addr(&self) -> usize {
-                self.0.buf as usize
+                self.raw().buf as usize
             }
             /// Remote CQ data, valid when `flags()` has `REMOTE_CQ_DATA`.
             pub fn data(&self) -> u64 {
-                self.0.data
+                self.raw().data
             }
         }
     )*};
@@ -214,7 +237,7 @@ data_accessors!(DataEntry, TaggedEntry);
 impl TaggedEntry {
     /// The message tag.
     pub fn tag(&self) -> u64 {
-        self.0.tag
+        self.raw().tag
     }
 }
 
@@ -252,7 +275,7 @@ impl CompletionEntry for UnspecEntry {
     fn context(&self) -> usize {
         self.0.context()
     }
-    fn take_context(&mut self) -> *mut c_void {
+    fn take_context(&self) -> *mut c_void {
         self.0.take_context()
     }
 }
@@ -393,39 +416,31 @@ impl<T: CompletionEntry> Read<'_, T> {
 }
 
 /// The completions one read wrote, at the start of the caller's slice: a
-/// `&mut [T]` (through `Deref`) that knows which entries the read filled.
+/// `&[T]` (through `Deref`) that knows which entries the read filled.
 ///
-/// Dropping it hands back to their pools the buffers of the completions
-/// it still holds that were neither reclaimed ([`BufferPool::reclaim`])
-/// nor moved out (say, by a panic while they were handled), and leaves
-/// those entries empty. So a read never overwrites a completion that
-/// still names a buffer, and costs the same whatever the length of the
-/// slice, as `fi_cq_read` does: only the entries a read filled are looked
-/// at, once, when they are released.
+/// Entries are handled in place: read with their accessors, and their
+/// buffers taken with [`BufferPool::reclaim`]. They cannot be moved out
+/// (there is no `&mut` access), so that each completion is released with
+/// the batch it was read in. Dropping the guard hands back to their pools
+/// the buffers of the completions it still holds that were not reclaimed
+/// (say, after a panic while they were handled), and leaves those entries
+/// empty. So a read never overwrites a completion that still names a
+/// buffer, and costs the same whatever the length of the slice, as
+/// `fi_cq_read` does: only the entries a read filled are looked at, once,
+/// when they are released.
 ///
-/// A guard leaked with [`std::mem::forget`], or a completion moved into a
-/// read buffer by hand and read over, leaks its buffer as `mem::forget`
-/// does (the slot stays taken until its pool is dropped); nothing is
-/// freed twice.
+/// A guard leaked with [`std::mem::forget`] leaks its buffers, as
+/// `mem::forget` does, and holds back for good the reuse of operation
+/// contexts taken back from endpoints that close later while bound to its
+/// queue (their slots then rest until their pool is dropped); nothing is
+/// handed out twice.
 ///
 /// [`BufferPool::reclaim`]: crate::BufferPool::reclaim
 #[must_use]
 pub struct Completions<'b, T: CompletionEntry> {
     entries: &'b mut [T],
-}
-
-impl<'b, T: CompletionEntry> Completions<'b, T> {
-    /// Gives up the guard and keeps the completions where the read put
-    /// them, for code that gathers several reads in one array and handles
-    /// them afterwards. Each entry still hands its buffer back when it is
-    /// dropped, but one still holding a completion when a later read
-    /// writes over it is leaked, as [`std::mem::forget`] leaks: reclaim or
-    /// take them (`std::mem::take`) before reading into them again.
-    #[inline]
-    pub fn into_slice(self) -> &'b mut [T] {
-        let mut this = std::mem::ManuallyDrop::new(self);
-        std::mem::take(&mut this.entries)
-    }
+    epochs: &'b Epochs,
+    epoch: u64,
 }
 
 impl<T: CompletionEntry> std::ops::Deref for Completions<'_, T> {
@@ -433,22 +448,6 @@ impl<T: CompletionEntry> std::ops::Deref for Completions<'_, T> {
     #[inline]
     fn deref(&self) -> &[T] {
         self.entries
-    }
-}
-
-impl<T: CompletionEntry> std::ops::DerefMut for Completions<'_, T> {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut [T] {
-        self.entries
-    }
-}
-
-impl<'a, T: CompletionEntry> IntoIterator for &'a mut Completions<'_, T> {
-    type Item = &'a mut T;
-    type IntoIter = std::slice::IterMut<'a, T>;
-    #[inline]
-    fn into_iter(self) -> Self::IntoIter {
-        self.entries.iter_mut()
     }
 }
 
@@ -463,14 +462,16 @@ impl<'a, T: CompletionEntry> IntoIterator for &'a Completions<'_, T> {
 
 impl<T: CompletionEntry> Drop for Completions<'_, T> {
     /// Hands back the buffers of the filled entries not reclaimed: one
-    /// null check per filled entry when all were.
+    /// null check per filled entry when all were. Then the batch is
+    /// released (see the `epochs` module).
     #[inline]
     fn drop(&mut self) {
-        for entry in self.entries.iter_mut() {
+        for entry in self.entries.iter() {
             if entry.context() != 0 {
                 crate::buffer::release_unreclaimed(entry.take_context());
             }
         }
+        self.epochs.leave(self.epoch);
     }
 }
 
@@ -505,14 +506,18 @@ pub struct CqError<'b> {
 }
 
 /// The context of a failed operation. Like a completion entry, an error
-/// entry that was not reclaimed hands its buffer back when dropped; the
+/// entry that was not reclaimed hands its buffer back when dropped, and is
+/// then released as a batch of its queue (see the `epochs` module); the
 /// drop lives in this field (which borrows nothing) so that an error entry
 /// may still be dropped after the [`ErrDataBuf`] it borrows.
-struct UnreclaimedContext(*mut c_void);
+struct UnreclaimedContext(*mut c_void, Option<(Arc<Epochs>, u64)>);
 
 impl Drop for UnreclaimedContext {
     fn drop(&mut self) {
         crate::buffer::release_unreclaimed(self.0);
+        if let Some((epochs, epoch)) = &self.1 {
+            epochs.leave(*epoch);
+        }
     }
 }
 
@@ -556,6 +561,7 @@ impl fmt::Debug for CqError<'_> {
 impl Drop for CqInner {
     fn drop(&mut self) {
         self.drain();
+        self.epochs.queue_closed();
     }
 }
 
@@ -605,11 +611,9 @@ pub(crate) struct CqInner {
     signals_reported: AtomicU64,
     /// The context the queue was opened with.
     pub(crate) id: u64,
-    /// Slot tables of buffers taken back from endpoints that closed while
-    /// bound to this queue: completions naming their contexts may still be
-    /// queued here, so their addresses are not given to a newer pool until
-    /// the queue is closed.
-    kept: std::sync::Mutex<Vec<Arc<crate::buffer::SlotTable>>>,
+    /// The batches read from this queue still held, and the stale marks of
+    /// endpoint closes waiting on them.
+    pub(crate) epochs: Arc<Epochs>,
     /// Shared by every call that runs the provider's progress on this
     /// queue (reads, `sread`, `fi_trywait`, `fi_poll`); exclusive while an
     /// endpoint bound to it is bound and enabled, or closed. The util
@@ -643,14 +647,24 @@ impl CqInner {
 }
 
 impl CqInner {
-    /// Keeps `tables` (see `kept`).
-    pub(crate) fn keep_slot_tables(&self, tables: &[Arc<crate::buffer::SlotTable>]) {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        for t in tables {
-            if !kept.iter().any(|k| Arc::ptr_eq(k, t)) {
-                kept.push(t.clone());
-            }
+    /// Runs one read call of the provider's under the progress guard, and
+    /// counts the batch it returned (see the `epochs` module); an empty
+    /// result may settle the stale marks of endpoints closed before it.
+    /// Returns the call's result and the batch's epoch.
+    #[inline(always)]
+    pub(crate) fn counted_read(
+        &self,
+        read: impl FnOnce() -> Result<isize>,
+    ) -> Result<(isize, u64)> {
+        let progress = self.progress_guard();
+        let awaiting = self.epochs.awaiting();
+        let ret = read()?;
+        let epoch = if ret > 0 { self.epochs.enter() } else { 0 };
+        drop(progress);
+        if ret == EAGAIN && awaiting != 0 {
+            self.epochs.read_empty(awaiting, &self.lifecycle);
         }
+        Ok((ret, epoch))
     }
 }
 
@@ -764,7 +778,7 @@ impl<F: Format> CompletionQueue<F> {
                 signals: AtomicU64::new(0),
                 signals_reported: AtomicU64::new(0),
                 id,
-                kept: std::sync::Mutex::new(Vec::new()),
+                epochs: Arc::default(),
                 lifecycle: RwLock::new(()),
                 wait_poisoned: std::sync::atomic::AtomicBool::new(false),
             }),
@@ -793,23 +807,29 @@ impl<F: Format> CompletionQueue<F> {
     /// empty `buf` reads nothing and gives [`Read::Empty`].
     #[doc(alias = "fi_cq_read")]
     #[inline]
-    pub fn read<'b>(&self, buf: &'b mut [F::Entry]) -> Result<Read<'b, F::Entry>> {
-        let ret = self.read_raw(buf);
-        decode(ret, buf, "fi_cq_read")
+    pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<Read<'b, F::Entry>> {
+        let (ret, epoch) = self.read_raw(buf);
+        decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_read")
     }
 
-    /// One `fi_cq_read`, undecoded.
+    /// One `fi_cq_read`, undecoded, and its batch's epoch.
     #[inline]
-    pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> isize {
+    pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> (isize, u64) {
         let count = buf.len().min(F::MAX_BATCH);
         if count == 0 {
-            return EAGAIN;
+            return (EAGAIN, 0);
         }
-        let _progress = self.inner.progress_guard();
-        // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
-        // format into buf, whose element type is that format's struct; no
-        // endpoint bound to the queue is being enabled or closed (the guard).
-        unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) }
+        let read = self.inner.counted_read(|| {
+            // SAFETY: fi_cq_read(3) writes at most count entries of the
+            // CQ's format into buf, whose element type is that format's
+            // struct; no endpoint bound to the queue is being enabled or
+            // closed (counted_read holds the progress guard).
+            Ok(unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) })
+        });
+        match read {
+            Ok(r) => r,
+            Err(_) => unreachable!("the read above returns no error"),
+        }
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
@@ -817,7 +837,7 @@ impl<F: Format> CompletionQueue<F> {
     /// unknown).
     #[doc(alias = "fi_cq_readfrom")]
     pub fn read_from<'b>(
-        &self,
+        &'b self,
         buf: &'b mut [F::Entry],
         addrs: &mut [Addr],
     ) -> Result<Read<'b, F::Entry>> {
@@ -825,19 +845,19 @@ impl<F: Format> CompletionQueue<F> {
         if count == 0 {
             return Ok(Read::Empty);
         }
-        let progress = self.inner.progress_guard();
-        // SAFETY: as read; src_addr receives count fi_addr_t values (Addr is
-        // a transparent u64).
-        let ret = unsafe {
-            sys::fi_cq_readfrom(
-                self.inner.fid.as_ptr(),
-                buf.as_mut_ptr().cast(),
-                count,
-                addrs.as_mut_ptr().cast(),
-            )
-        };
-        drop(progress);
-        decode(ret, buf, "fi_cq_readfrom")
+        let (ret, epoch) = self.inner.counted_read(|| {
+            // SAFETY: as read; src_addr receives count fi_addr_t values
+            // (Addr is a transparent u64).
+            Ok(unsafe {
+                sys::fi_cq_readfrom(
+                    self.inner.fid.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    count,
+                    addrs.as_mut_ptr().cast(),
+                )
+            })
+        })?;
+        decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_readfrom")
     }
 
     fn check_sread(&self, call: &'static str) -> Result<()> {
@@ -855,7 +875,7 @@ impl<F: Format> CompletionQueue<F> {
     /// [`signal`](Self::signal), or the timeout (`None`: forever).
     #[doc(alias = "fi_cq_sread")]
     pub fn sread<'b>(
-        &self,
+        &'b self,
         buf: &'b mut [F::Entry],
         timeout: Option<Duration>,
     ) -> Result<Read<'b, F::Entry>> {
@@ -869,7 +889,7 @@ impl<F: Format> CompletionQueue<F> {
     /// `prov/util/src/util_cq.c` 348-381): the call returns at the first
     /// completion, as `sread` does. Needs [`CqAttr::threshold_condition`].
     pub fn sread_threshold<'b>(
-        &self,
+        &'b self,
         buf: &'b mut [F::Entry],
         threshold: usize,
         timeout: Option<Duration>,
@@ -899,7 +919,7 @@ impl<F: Format> CompletionQueue<F> {
     /// `fi_cq_sreadfrom`: [`sread`](Self::sread) with source addresses.
     #[doc(alias = "fi_cq_sreadfrom")]
     pub fn sread_from<'b>(
-        &self,
+        &'b self,
         buf: &'b mut [F::Entry],
         addrs: &mut [Addr],
         timeout: Option<Duration>,
@@ -908,7 +928,7 @@ impl<F: Format> CompletionQueue<F> {
     }
 
     fn sread_inner<'b>(
-        &self,
+        &'b self,
         buf: &'b mut [F::Entry],
         mut addrs: Option<&mut [Addr]>,
         cond: *const c_void,
@@ -936,12 +956,13 @@ impl<F: Format> CompletionQueue<F> {
             // enabled or closed meanwhile (each waits for the progress
             // guard that a blocked sread holds).
             let slice = remaining.map_or(SREAD_SLICE, |r| r.min(SREAD_SLICE));
-            let ret = self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice))?;
+            let (ret, epoch) =
+                self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice))?;
             // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
             // -FI_EAGAIN (tcp), -FI_ECANCELED (sockets, on signal) or
             // -FI_ETIMEDOUT (rxd, on timeout).
             if ret != EAGAIN && ret != ECANCELED && ret != ETIMEDOUT {
-                break ret;
+                break (ret, epoch);
             }
             // libfabric returns -FI_EAGAIN both for a timeout and for a
             // wake-up by fi_cq_signal (fi_cq(3) allows either). Signals are
@@ -972,10 +993,11 @@ impl<F: Format> CompletionQueue<F> {
                 continue;
             }
         };
-        decode(ret, buf, call)
+        decode(ret.0, ret.1, &self.inner.epochs, buf, call)
     }
 
-    /// One `fi_cq_sread` / `fi_cq_sreadfrom` of `count` entries.
+    /// One `fi_cq_sread` / `fi_cq_sreadfrom` of `count` entries, and its
+    /// batch's epoch.
     fn sread_once(
         &self,
         buf: &mut [F::Entry],
@@ -983,35 +1005,36 @@ impl<F: Format> CompletionQueue<F> {
         count: usize,
         cond: *const c_void,
         timeout: Option<Duration>,
-    ) -> Result<isize> {
+    ) -> Result<(isize, u64)> {
         let ms = timeout_ms(timeout);
-        let _progress = self.inner.progress_guard();
-        refuse_poisoned(std::iter::once(Some(&self.inner.wait_poisoned)))?;
-        Ok(match addrs {
-            // SAFETY: as read: at most count entries of the queue's format
-            // are written into buf; cond is NULL or points to a size_t
-            // threshold no larger than count, for FI_CQ_COND_THRESHOLD
-            // queues (fi_cq(3)).
-            None => unsafe {
-                sys::fi_cq_sread(
-                    self.inner.fid.as_ptr(),
-                    buf.as_mut_ptr().cast(),
-                    count,
-                    cond,
-                    ms,
-                )
-            },
-            // SAFETY: as read_from, count <= addrs.len().
-            Some(addrs) => unsafe {
-                sys::fi_cq_sreadfrom(
-                    self.inner.fid.as_ptr(),
-                    buf.as_mut_ptr().cast(),
-                    count,
-                    addrs.as_mut_ptr().cast(),
-                    cond,
-                    ms,
-                )
-            },
+        self.inner.counted_read(|| {
+            refuse_poisoned(std::iter::once(Some(&self.inner.wait_poisoned)))?;
+            Ok(match addrs {
+                // SAFETY: as read: at most count entries of the queue's format
+                // are written into buf; cond is NULL or points to a size_t
+                // threshold no larger than count, for FI_CQ_COND_THRESHOLD
+                // queues (fi_cq(3)).
+                None => unsafe {
+                    sys::fi_cq_sread(
+                        self.inner.fid.as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        count,
+                        cond,
+                        ms,
+                    )
+                },
+                // SAFETY: as read_from, count <= addrs.len().
+                Some(addrs) => unsafe {
+                    sys::fi_cq_sreadfrom(
+                        self.inner.fid.as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        count,
+                        addrs.as_mut_ptr().cast(),
+                        cond,
+                        ms,
+                    )
+                },
+            })
         })
     }
 
@@ -1030,6 +1053,10 @@ impl<F: Format> CompletionQueue<F> {
         // non-zero err_data_size asks the provider to copy err_data into our
         // buffer (API >= 1.5).
         let ret = unsafe { sys::fi_cq_readerr(self.inner.fid.as_ptr(), &mut entry, 0) };
+        // An error entry naming a context is a batch of its own (see the
+        // epochs module), counted under the progress guard.
+        let ticket = (ret >= 0 && !entry.op_context.is_null())
+            .then(|| (self.inner.epochs.clone(), self.inner.epochs.enter()));
         drop(progress);
         if ret == EAGAIN {
             return Ok(None);
@@ -1037,7 +1064,7 @@ impl<F: Format> CompletionQueue<F> {
         check_len("fi_cq_readerr", ret)?;
         let err_data = buf.finish(entry.err_data, entry.err_data_size);
         Ok(Some(CqError {
-            op_context: UnreclaimedContext(entry.op_context),
+            op_context: UnreclaimedContext(entry.op_context, ticket),
             flags: CompletionFlags::from_bits_retain(entry.flags),
             len: entry.len,
             data: entry.data,
@@ -1100,6 +1127,8 @@ impl<F: Format> CompletionQueue<F> {
 #[inline]
 pub(crate) fn decode<'b, T: CompletionEntry>(
     ret: isize,
+    epoch: u64,
+    epochs: &'b Epochs,
     buf: &'b mut [T],
     call: &'static str,
 ) -> Result<Read<'b, T>> {
@@ -1107,6 +1136,8 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
         let n = (ret as usize).min(buf.len());
         return Ok(Read::Completions(Completions {
             entries: &mut buf[..n],
+            epochs,
+            epoch,
         }));
     }
     if ret == EAGAIN || ret == 0 {

@@ -73,9 +73,9 @@
 //! let mut entries: [MsgEntry; 1] = Default::default();
 //! let rx = loop {
 //!     let _ = client_cq.read(&mut [MsgEntry::default()]);
-//!     if let CqRead::Completions(mut done) = server_cq.read(&mut entries)? {
+//!     if let CqRead::Completions(done) = server_cq.read(&mut entries)? {
 //!         assert_eq!(done[0].len(), 4);
-//!         break server_pool.reclaim(&mut done[0]).expect("the receive's buffer");
+//!         break server_pool.reclaim(&done[0]).expect("the receive's buffer");
 //!     }
 //! };
 //! assert_eq!(&rx[..4], b"ping");
@@ -294,13 +294,15 @@ impl Drop for EpInner {
             av.unbound();
         }
         // Closed: buffers it still had in flight that the provider dropped
-        // without a completion come back to their pools now. Its CQs keep
-        // the slot tables while stale completions may name them.
-        let kept = crate::buffer::reclaim_closed_endpoint(&self.domain, self.id);
-        if !kept.is_empty() {
-            let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
-            for cq in bound.tx.iter().chain(bound.rx.iter()) {
-                cq.keep_slot_tables(&kept);
+        // without a completion come back to their pools now. Their
+        // contexts are posted with again once none of its queues can hand
+        // out a completion naming them (see the epochs module).
+        let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
+        let cqs = distinct_cqs(bound);
+        let queues = cqs.iter().flatten().count();
+        if let Some(marks) = crate::buffer::reclaim_closed_endpoint(&self.domain, self.id, queues) {
+            for (cq, _) in cqs.iter().flatten() {
+                cq.epochs.await_empty_read(marks.clone());
             }
         }
     }

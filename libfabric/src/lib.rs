@@ -162,6 +162,7 @@ pub mod connreq;
 pub mod cq;
 pub mod domain;
 pub mod ep;
+mod epochs;
 pub mod eq;
 pub mod error;
 pub mod fabric;

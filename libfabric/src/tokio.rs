@@ -199,7 +199,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty `buf` (nothing could ever be
     /// read into it).
-    pub async fn read<'b>(&self, buf: &'b mut [F::Entry]) -> Result<cq::Read<'b, F::Entry>> {
+    pub async fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<cq::Read<'b, F::Entry>> {
         if buf.is_empty() {
             return Err(Error::InvalidArgument(
                 "AsyncCompletionQueue::read: an empty slice has no room for a completion".into(),
@@ -209,9 +209,9 @@ impl<F: Format> AsyncCompletionQueue<F> {
             // As in AsyncEventQueue::read: yield once the budget is spent,
             // before taking anything.
             tokio::task::coop::consume_budget().await;
-            let ret = self.cq.read_raw(buf);
+            let (ret, epoch) = self.cq.read_raw(buf);
             if ret != EAGAIN {
-                return cq::decode(ret, buf, "fi_cq_read");
+                return cq::decode(ret, epoch, &self.cq.inner.epochs, buf, "fi_cq_read");
             }
             let progress = Some(&self.cq.inner.lifecycle);
             let poison = Some(&self.cq.inner.wait_poisoned);

@@ -123,10 +123,10 @@ fn completions_arrive_through_the_async_cq() {
             panic!("send")
         };
         assert_eq!(sent.len(), 1);
-        let CqRead::Completions(mut recvd) = r.unwrap() else {
+        let CqRead::Completions(recvd) = r.unwrap() else {
             panic!("recv")
         };
-        let rx = pair.server_pool.reclaim(&mut recvd[0]).unwrap();
+        let rx = pair.server_pool.reclaim(&recvd[0]).unwrap();
         assert_eq!(&rx[..3], b"abc");
     });
 }

@@ -18,13 +18,18 @@ use libfabric::{
 };
 use std::time::{Duration, Instant};
 
-/// Reads `cq` until one completion arrives, driving `others` meanwhile.
-fn one<F: Format>(cq: &CompletionQueue<F>, others: &[&dyn Fn()]) -> F::Entry {
+/// Reads `cq` until one completion arrives, driving `others` meanwhile,
+/// and hands it to `handle`.
+fn one<F: Format, R>(
+    cq: &CompletionQueue<F>,
+    others: &[&dyn Fn()],
+    handle: impl FnOnce(&F::Entry) -> R,
+) -> R {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut buf: [F::Entry; 1] = Default::default();
     loop {
         match cq.read(&mut buf).unwrap() {
-            Read::Completions(mut c) => return std::mem::take(&mut c[0]),
+            Read::Completions(c) => return handle(&c[0]),
             Read::ErrorPending => {
                 let mut e = ErrDataBuf::new();
                 panic!("error completion: {:?}", cq.read_err(&mut e).unwrap());
@@ -39,7 +44,10 @@ fn one<F: Format>(cq: &CompletionQueue<F>, others: &[&dyn Fn()]) -> F::Entry {
     }
 }
 
-fn round_trip<F: Format>() -> (F::Entry, F::Entry, Vec<u8>) {
+/// Sends "hello world" and receives it; returns what `summary` says of
+/// the send and the receive completion (after their buffers were
+/// reclaimed) and the data received.
+fn round_trip<F: Format, S>(summary: impl Fn(&F::Entry) -> S) -> (S, S, Vec<u8>) {
     let pair = connect_pair::<F>(CqAttr::new().size(64));
     let rx = pair.server_pool.take().unwrap();
     pair.server.recv(rx).unwrap();
@@ -50,67 +58,71 @@ fn round_trip<F: Format>() -> (F::Entry, F::Entry, Vec<u8>) {
     let client_cq = pair.client_cq.clone();
     // Progress the server meanwhile without taking its completion (the
     // receive may complete first: sockets).
-    let mut send_done = one(
+    let send = one(
         &client_cq,
         &[&|| {
             let _ = server_eq.peek(&mut libfabric::eq::EventBuf::new());
         }],
+        |send_done| {
+            assert!(
+                pair.server_pool.reclaim(send_done).is_none(),
+                "another pool's entry"
+            );
+            let tx = pair
+                .client_pool
+                .reclaim(send_done)
+                .expect("the send's buffer comes back");
+            assert!(pair.client_pool.reclaim(send_done).is_none(), "only once");
+            drop(tx);
+            summary(send_done)
+        },
     );
-    let mut recv_done = one(&pair.server_cq, &[]);
-    assert!(
-        pair.server_pool.reclaim(&mut send_done).is_none(),
-        "another pool's entry"
-    );
-    let tx = pair
-        .client_pool
-        .reclaim(&mut send_done)
-        .expect("the send's buffer comes back");
-    assert!(
-        pair.client_pool.reclaim(&mut send_done).is_none(),
-        "only once"
-    );
-    drop(tx);
-    let rx = pair
-        .server_pool
-        .reclaim(&mut recv_done)
-        .expect("the receive's buffer comes back");
-    (send_done, recv_done, rx[..11].to_vec())
+    let (recv, data) = one(&pair.server_cq, &[], |recv_done| {
+        let rx = pair
+            .server_pool
+            .reclaim(recv_done)
+            .expect("the receive's buffer comes back");
+        (summary(recv_done), rx[..11].to_vec())
+    });
+    (send, recv, data)
 }
 
 #[test]
 fn msg_format_send_and_recv() {
     skip_unless_msg!();
-    let (send, recv, data) = round_trip::<Msg>();
+    let (send, recv, data) = round_trip::<Msg, _>(|e| (e.flags(), e.len(), format!("{e:?}")));
     assert_eq!(data, b"hello world");
     assert!(
-        send.flags()
+        send.0
             .contains(CompletionFlags::SEND | CompletionFlags::MSG),
-        "{send:?}"
+        "{}",
+        send.2
     );
     assert!(
-        recv.flags()
+        recv.0
             .contains(CompletionFlags::RECV | CompletionFlags::MSG),
-        "{recv:?}"
+        "{}",
+        recv.2
     );
-    assert_eq!(recv.len(), 11);
+    assert_eq!(recv.1, 11);
 }
 
 #[test]
 fn context_format_send_and_recv() {
     skip_unless_msg!();
-    let (send, recv, data) = round_trip::<Context>();
+    let (send, recv, data) = round_trip::<Context, _>(|e| e.context());
     assert_eq!(data, b"hello world");
-    assert_eq!(send.context(), 0, "reclaimed: the context was taken");
-    assert_eq!(recv.context(), 0);
+    assert_eq!(send, 0, "reclaimed: the context was taken");
+    assert_eq!(recv, 0);
 }
 
 #[test]
 fn data_format_send_and_recv() {
     skip_unless_msg!();
-    let (send, recv, data) = round_trip::<Data>();
+    let (send, recv, data) = round_trip::<Data, _>(|e| (e.flags(), e.len()));
     assert_eq!(data, b"hello world");
-    assert!(send.flags().contains(CompletionFlags::SEND));
-    assert_eq!(recv.len(), 11);
+    assert!(send.0.contains(CompletionFlags::SEND));
+    assert_eq!(recv.1, 11);
 }
 
 #[test]
@@ -123,15 +135,15 @@ fn tagged_format_on_msg_endpoints() {
         assert_eq!(err.errno(), Some(Errno::NoSys), "{err}");
         return;
     }
-    let (_, recv, data) = round_trip::<Tagged>();
+    let (_, recv, data) = round_trip::<Tagged, _>(|e| e.len());
     assert_eq!(data, b"hello world");
-    assert_eq!(recv.len(), 11);
+    assert_eq!(recv, 11);
 }
 
 #[test]
 fn unspec_format_reads_one_entry_at_a_time() {
     skip_unless_msg!();
-    let (_, _, data) = round_trip::<Unspec>();
+    let (_, _, data) = round_trip::<Unspec, _>(|e| e.context());
     assert_eq!(data, b"hello world");
 }
 
@@ -168,12 +180,14 @@ fn remote_cq_data_reaches_the_receiver() {
         &[&|| {
             let _ = client_cq.read(&mut [Default::default()]);
         }],
+        |e| (e.flags(), e.data(), format!("{e:?}")),
     );
     assert!(
-        recv.flags().contains(CompletionFlags::REMOTE_CQ_DATA),
-        "{recv:?}"
+        recv.0.contains(CompletionFlags::REMOTE_CQ_DATA),
+        "{}",
+        recv.2
     );
-    assert_eq!(recv.data(), 0xfeed_beef);
+    assert_eq!(recv.1, 0xfeed_beef);
 }
 
 fn rdm() -> (Fabric, Domain) {
@@ -260,7 +274,7 @@ fn tagged_messages_and_readfrom_on_rdm() {
     let (entry_tag, src, rx) = loop {
         let _ = a.cq.read(&mut [Default::default()]);
         match b.cq.read_from(&mut entries, &mut addrs).unwrap() {
-            Read::Completions(mut c) => break (c[0].tag(), addrs[0], pool.reclaim(&mut c[0])),
+            Read::Completions(c) => break (c[0].tag(), addrs[0], pool.reclaim(&c[0])),
             Read::ErrorPending => panic!("error completion"),
             _ => {}
         }

@@ -425,8 +425,8 @@ fn an_address_vector_stays_open_while_its_endpoint_uses_it() {
     let mut entries: [libfabric::cq::TaggedEntry; 1] = Default::default();
     loop {
         let _ = a_cq.read(&mut [Default::default()]);
-        if let CqRead::Completions(mut c) = b_cq.read(&mut entries).unwrap() {
-            let rx = pool.reclaim(&mut c[0]).unwrap();
+        if let CqRead::Completions(c) = b_cq.read(&mut entries).unwrap() {
+            let rx = pool.reclaim(&c[0]).unwrap();
             assert_eq!(&rx[..2], b"av");
             break;
         }

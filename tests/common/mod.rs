@@ -296,8 +296,8 @@ pub fn reclaim_flushed<F: Format>(
     let (mut flushed, mut completed) = (0, 0);
     while flushed + completed < expected {
         match cq.read(&mut entries).expect("fi_cq_read") {
-            CqRead::Completions(mut done) => {
-                for e in &mut done {
+            CqRead::Completions(done) => {
+                for e in &done {
                     if pool.reclaim(e).is_some() {
                         completed += 1;
                     }
@@ -343,8 +343,8 @@ pub fn read_flushed_of_closed<F: Format>(cq: &CompletionQueue<F>, pool: &BufferP
     let mut flushed = 0;
     loop {
         match cq.read(&mut entries).expect("fi_cq_read") {
-            CqRead::Completions(mut done) => {
-                for e in &mut done {
+            CqRead::Completions(done) => {
+                for e in &done {
                     assert!(
                         pool.reclaim(e).is_none(),
                         "a completion of a closed endpoint hands out no buffer"

@@ -2,6 +2,6 @@
 use libfabric::cq::MsgEntry;
 fn twice(pool: &libfabric::BufferPool, entry: &MsgEntry) {
     let mut copy = MsgEntry::clone(entry);
-    let _ = pool.reclaim(&mut copy);
+    let _ = pool.reclaim(&copy);
 }
 fn main() {}

@@ -1,0 +1,196 @@
+//! When a completion queue can no longer hand out a stale completion.
+//!
+//! A buffer in flight on an endpoint that closes comes back to its pool at
+//! the close, and its operation context is marked stale: a completion
+//! naming it may still be queued (written before the close, or flushed by
+//! it), or already read and still held by the application. The context is
+//! not posted with again until no such completion can surface: when each
+//! queue the endpoint was bound to
+//! 1. was read empty after the close (every completion queued at the close
+//!    was read by then), and
+//! 2. every batch of completions read before that empty read was released
+//!    (the [`Completions`](crate::cq::Completions) guard dropped, the
+//!    [`CqError`](crate::cq::CqError) dropped).
+//!
+//! Batches are counted in two epochs, as a read-copy-update grace period
+//! is: a read counts its batch in the current epoch under the queue's
+//! progress lock (shared), an empty read advances the epoch under the same
+//! lock held exclusively (so no read is between its call and its count),
+//! and the marks of closes seen before that empty read are settled once
+//! the older epoch's batches are all released. A read costs one load when
+//! nothing is waiting, and a batch one increment and one decrement.
+//!
+//! A batch whose guard is leaked (`std::mem::forget`) is never released:
+//! the marks of that queue then stay, and their slots rest until their
+//! pool is dropped. Nothing is handed out twice.
+
+use crate::buffer::StaleMarks;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// A queue's epochs of read batches, and the stale marks waiting on them.
+pub(crate) struct Epochs {
+    epoch: AtomicU64,
+    /// Batches not yet released, by epoch parity. Only the newest epoch of
+    /// each parity has any: the epoch advances only when the counter it
+    /// moves to is zero.
+    live: [AtomicUsize; 2],
+    /// The sequence number of the newest marks waiting for an empty read;
+    /// 0 when none are.
+    awaiting: AtomicU64,
+    /// Whether marks wait for an epoch's batches to be released.
+    draining: AtomicBool,
+    waiting: Mutex<Waiting>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    next_seq: u64,
+    /// The queue is closed: nothing more can be read from it.
+    closed: bool,
+    /// Marks waiting for an empty read that began after they were added.
+    empty: Vec<(u64, Arc<StaleMarks>)>,
+    /// Marks waiting for the batches of an epoch (and older) to be released.
+    drain: Vec<(u64, Arc<StaleMarks>)>,
+}
+
+impl Default for Epochs {
+    fn default() -> Self {
+        Epochs {
+            epoch: AtomicU64::new(0),
+            live: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            awaiting: AtomicU64::new(0),
+            draining: AtomicBool::new(false),
+            waiting: Mutex::new(Waiting::default()),
+        }
+    }
+}
+
+impl Epochs {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Before a read, under the progress lock: the marks an empty result
+    /// of this read may settle.
+    #[inline(always)]
+    pub(crate) fn awaiting(&self) -> u64 {
+        self.awaiting.load(Ordering::Acquire)
+    }
+
+    /// After a read that returned completions, under the progress lock:
+    /// counts the batch in the current epoch, which it returns.
+    #[inline(always)]
+    pub(crate) fn enter(&self) -> u64 {
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        self.live[(epoch & 1) as usize].fetch_add(1, Ordering::Relaxed);
+        epoch
+    }
+
+    /// A batch of `epoch` was released: each of its completions was
+    /// reclaimed or handed back before this.
+    #[inline(always)]
+    pub(crate) fn leave(&self, epoch: u64) {
+        if self.live[(epoch & 1) as usize].fetch_sub(1, Ordering::Release) == 1
+            && self.draining.load(Ordering::Acquire)
+        {
+            self.settle();
+        }
+    }
+
+    /// A read that began after `seen` was returned found the queue empty
+    /// (`seen` is not 0). Called with the progress lock released; takes it
+    /// exclusively if it is free, and otherwise leaves the work to a later
+    /// empty read.
+    #[cold]
+    pub(crate) fn read_empty(&self, seen: u64, progress: &RwLock<()>) {
+        let _exclusive = match progress.try_write() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        let mut waiting = self.waiting();
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        // The counter the next epoch uses must be free of older batches.
+        if self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) != 0 {
+            return;
+        }
+        // No read is between its call and its count (the lock is held
+        // exclusively): every batch that may hold a completion queued at
+        // the closes up to `seen` is counted in `epoch` or before.
+        self.epoch.store(epoch + 1, Ordering::Relaxed);
+        let (ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut waiting.empty)
+            .into_iter()
+            .partition(|(seq, _)| *seq <= seen);
+        waiting.empty = later;
+        self.awaiting.store(
+            waiting.empty.iter().map(|(seq, _)| *seq).max().unwrap_or(0),
+            Ordering::Release,
+        );
+        waiting
+            .drain
+            .extend(ready.into_iter().map(|(_, marks)| (epoch, marks)));
+        self.settle_locked(&mut waiting);
+    }
+
+    /// Marks to settle once this queue can no longer hand out a completion
+    /// they name (see the module docs).
+    pub(crate) fn await_empty_read(&self, marks: Arc<StaleMarks>) {
+        let mut waiting = self.waiting();
+        if waiting.closed {
+            drop(waiting);
+            marks.queue_done();
+            return;
+        }
+        waiting.next_seq += 1;
+        let seq = waiting.next_seq;
+        waiting.empty.push((seq, marks));
+        self.awaiting.store(seq, Ordering::Release);
+    }
+
+    /// The queue was closed after handing back what it held: nothing more
+    /// can be read from it.
+    pub(crate) fn queue_closed(&self) {
+        let mut waiting = self.waiting();
+        waiting.closed = true;
+        self.awaiting.store(0, Ordering::Release);
+        self.draining.store(true, Ordering::Release);
+        self.settle_locked(&mut waiting);
+    }
+
+    #[cold]
+    fn settle(&self) {
+        let mut waiting = self.waiting();
+        self.settle_locked(&mut waiting);
+    }
+
+    fn settle_locked(&self, waiting: &mut Waiting) {
+        let live = |epoch: u64| self.live[(epoch & 1) as usize].load(Ordering::Acquire);
+        let now = self.epoch.load(Ordering::Relaxed);
+        let none_live = live(0) == 0 && live(1) == 0;
+        let mut done = Vec::new();
+        if waiting.closed {
+            if none_live {
+                done.extend(waiting.empty.drain(..).map(|(_, m)| m));
+                done.extend(waiting.drain.drain(..).map(|(_, m)| m));
+            }
+        } else {
+            // Epoch `t` is drained once a newer one began and the counter of
+            // its parity is zero, or was zero when a still newer one began.
+            waiting.drain.retain(|(t, marks)| {
+                let drained = now > *t && (now >= t + 2 || live(*t) == 0);
+                if drained {
+                    done.push(marks.clone());
+                }
+                !drained
+            });
+        }
+        self.draining.store(
+            !waiting.drain.is_empty() || (waiting.closed && !waiting.empty.is_empty()),
+            Ordering::Release,
+        );
+        for marks in done {
+            marks.queue_done();
+        }
+    }
+}
