@@ -61,6 +61,9 @@ const PARITY: u64 = 1 << 2;
 /// completion of an operation taken back from a closed endpoint.
 const STALE0: u64 = 1 << 3;
 const STALE: u64 = STALE0 | (STALE0 << 1);
+/// The operation in flight is a receive (else a send): its completion can
+/// only come from the endpoint's receive queue.
+const RECEIVE: u64 = 1 << 5;
 /// The endpoint id of an operation in flight, from this bit up.
 const EP_SHIFT: u32 = 8;
 /// Operation contexts per slot.
@@ -171,10 +174,9 @@ fn release_slow(context: *mut c_void) {
 
 /// Hands back to their pools the buffers still in flight on an endpoint
 /// of `domain` that has just been closed (`fi_close` succeeded), and
-/// returns the stale marks of their contexts, for the endpoint's `queues`
-/// completion queues to settle once none of them can hand out a
-/// completion naming one (`Epochs::await_empty_read`). With no queue,
-/// they are settled at once.
+/// returns the stale marks of their contexts, sends' and receives', for
+/// the endpoint's transmit and receive queues to settle once neither can
+/// hand out a completion naming one (`Epochs::await_empty_read`).
 ///
 /// The provider writes none of these buffers once the endpoint is closed:
 /// tcp halts and flushes it (`prov/tcp/src/tcpx_ep.c` 616-633 in 1.17),
@@ -191,37 +193,34 @@ fn release_slow(context: *mut c_void) {
 pub(crate) fn reclaim_closed_endpoint(
     domain: &Arc<DomainInner>,
     ep: u64,
-    queues: usize,
-) -> Option<Arc<StaleMarks>> {
+) -> [Option<Arc<StaleMarks>>; 2] {
     let live = live_pools_of(domain);
     // The registry's lock is released: dropping the last handle of a pool
     // below takes it again.
-    let mut pools = Vec::new();
+    let mut pools = [Vec::new(), Vec::new()];
     for pool in live {
-        let marks = (BufferPool {
+        let marked = (BufferPool {
             inner: pool.clone(),
         })
         .reclaim_of_endpoint(ep);
-        if !marks.is_empty() {
-            pools.push(PoolMarks {
-                pool: Arc::downgrade(&pool),
-                table: pool.table.clone(),
-                marks,
-            });
+        for (direction, marks) in marked.into_iter().enumerate() {
+            if !marks.is_empty() {
+                pools[direction].push(PoolMarks {
+                    pool: Arc::downgrade(&pool),
+                    table: pool.table.clone(),
+                    marks,
+                });
+            }
         }
     }
-    if pools.is_empty() {
-        return None;
-    }
-    let marks = Arc::new(StaleMarks {
-        pools,
-        queues_left: AtomicUsize::new(queues.max(1)),
-    });
-    if queues == 0 {
-        marks.queue_done();
-        return None;
-    }
-    Some(marks)
+    pools.map(|pools| {
+        (!pools.is_empty()).then(|| {
+            Arc::new(StaleMarks {
+                pools,
+                queues_left: AtomicUsize::new(1),
+            })
+        })
+    })
 }
 
 /// The contexts an endpoint close took back, stale until each of the
@@ -511,10 +510,10 @@ impl BufferPool {
 
     /// Takes back every slot in flight on the closed endpoint `ep`
     /// (see [`reclaim_closed_endpoint`]); returns the (slot, context
-    /// parity) pairs it marked stale.
+    /// parity) pairs it marked stale, sends' then receives'.
     #[cold]
-    fn reclaim_of_endpoint(&self, ep: u64) -> Vec<(u32, u8)> {
-        let mut marked = Vec::new();
+    fn reclaim_of_endpoint(&self, ep: u64) -> [Vec<(u32, u8)>; 2] {
+        let mut marked = [Vec::new(), Vec::new()];
         for (slot, state) in self.inner.table.states.iter().enumerate() {
             let of_ep = |s: u64| s & KIND == IN_FLIGHT && s >> EP_SHIFT == ep;
             if !of_ep(state.load(Ordering::Acquire)) {
@@ -529,11 +528,11 @@ impl BufferPool {
                 }
                 let s = s | stale_bit(parity(s));
                 let kind = if s & STALE == STALE { RESTING } else { FREE };
-                Some((s & !KIND & ((1 << EP_SHIFT) - 1)) | kind)
+                Some((s & !KIND & !RECEIVE & ((1 << EP_SHIFT) - 1)) | kind)
             }) else {
                 continue;
             };
-            marked.push((slot as u32, parity(before) as u8));
+            marked[usize::from(before & RECEIVE != 0)].push((slot as u32, parity(before) as u8));
             if before & stale_bit(1 - parity(before)) == 0 {
                 self.inner
                     .free
@@ -623,12 +622,17 @@ impl Buffer {
     /// reclaim the buffer, before that. The context is one not awaiting a
     /// stale completion (a `Buffer` exists only for a slot with one).
     #[inline]
-    pub(crate) fn into_flight(self, ep: u64) -> Posted {
+    pub(crate) fn into_flight(self, ep: u64, receive: bool) -> Posted {
         let state = &self.pool.table.states[self.slot as usize];
         let mut current = state.load(Ordering::Relaxed);
+        let direction = if receive { RECEIVE } else { 0 };
         let parity = loop {
             let parity = usize::from(current & STALE0 != 0);
-            let next = (current & STALE) | IN_FLIGHT | ((parity as u64) << 2) | (ep << EP_SHIFT);
+            let next = (current & STALE)
+                | IN_FLIGHT
+                | direction
+                | ((parity as u64) << 2)
+                | (ep << EP_SHIFT);
             match state.compare_exchange_weak(current, next, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => break parity,
                 Err(now) => current = now,

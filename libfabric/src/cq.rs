@@ -812,24 +812,32 @@ impl<F: Format> CompletionQueue<F> {
         decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_read")
     }
 
-    /// One `fi_cq_read`, undecoded, and its batch's epoch.
-    #[inline]
+    /// One `fi_cq_read`, undecoded, and its batch's epoch (see
+    /// [`CqInner::counted_read`], which this is with no error path).
+    #[inline(always)]
     pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> (isize, u64) {
         let count = buf.len().min(F::MAX_BATCH);
         if count == 0 {
             return (EAGAIN, 0);
         }
-        let read = self.inner.counted_read(|| {
-            // SAFETY: fi_cq_read(3) writes at most count entries of the
-            // CQ's format into buf, whose element type is that format's
-            // struct; no endpoint bound to the queue is being enabled or
-            // closed (counted_read holds the progress guard).
-            Ok(unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) })
-        });
-        match read {
-            Ok(r) => r,
-            Err(_) => unreachable!("the read above returns no error"),
+        let inner = &*self.inner;
+        let progress = inner.progress_guard();
+        let awaiting = inner.epochs.awaiting();
+        // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
+        // format into buf, whose element type is that format's struct; no
+        // endpoint bound to the queue is being enabled or closed (the
+        // progress guard).
+        let ret = unsafe { sys::fi_cq_read(inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) };
+        if ret > 0 {
+            let epoch = inner.epochs.enter();
+            drop(progress);
+            return (ret, epoch);
         }
+        drop(progress);
+        if ret == EAGAIN && awaiting != 0 {
+            inner.epochs.read_empty(awaiting, &inner.lifecycle);
+        }
+        (ret, 0)
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's

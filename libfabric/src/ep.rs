@@ -297,12 +297,15 @@ impl Drop for EpInner {
         // without a completion come back to their pools now. Their
         // contexts are posted with again once none of its queues can hand
         // out a completion naming them (see the epochs module).
+        // A send's completion can only be in the transmit queue, a
+        // receive's in the receive queue.
         let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
-        let cqs = distinct_cqs(bound);
-        let queues = cqs.iter().flatten().count();
-        if let Some(marks) = crate::buffer::reclaim_closed_endpoint(&self.domain, self.id, queues) {
-            for (cq, _) in cqs.iter().flatten() {
-                cq.epochs.await_empty_read(marks.clone());
+        let [sends, receives] = crate::buffer::reclaim_closed_endpoint(&self.domain, self.id);
+        for (marks, cq) in [(sends, &bound.tx), (receives, &bound.rx)] {
+            match (marks, cq) {
+                (Some(marks), Some(cq)) => cq.epochs.await_empty_read(marks),
+                (Some(marks), None) => marks.queue_done(),
+                (None, _) => {}
             }
         }
     }
@@ -529,10 +532,10 @@ pub fn socket_addr(bytes: &[u8]) -> Option<SocketAddr> {
 }
 
 macro_rules! post {
-    ($ep:expr, $call:literal, $buffer:ident, |$p:ident| $body:expr) => {{
+    ($ep:expr, $call:literal, $receive:literal, $buffer:ident, |$p:ident| $body:expr) => {{
         // In flight before the call: the completion can be read, and the
         // buffer reclaimed, by another thread before the call returns.
-        let posted = $buffer.into_flight($ep.inner.id);
+        let posted = $buffer.into_flight($ep.inner.id, $receive);
         let $p = posted.parts();
         // SAFETY: fi_msg(3)/fi_tagged(3): the endpoint is enabled with a CQ
         // bound for this direction and the capability granted, and any
@@ -1223,7 +1226,7 @@ impl Endpoint {
             Err(error) => return Err(PostError { error, buffer }),
         };
         let len = buffer.len();
-        post!(self, "fi_recv", buffer, |p| sys::fi_recv(
+        post!(self, "fi_recv", true, buffer, |p| sys::fi_recv(
             self.raw(),
             p.addr,
             len,
@@ -1268,7 +1271,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!(self, "fi_send", buffer, |p| sys::fi_send(
+        post!(self, "fi_send", false, buffer, |p| sys::fi_send(
             self.raw(),
             p.addr,
             len,
@@ -1297,7 +1300,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!(self, "fi_senddata", buffer, |p| sys::fi_senddata(
+        post!(self, "fi_senddata", false, buffer, |p| sys::fi_senddata(
             self.raw(),
             p.addr,
             len,
@@ -1333,7 +1336,7 @@ impl Endpoint {
             Ok(dest) => dest,
             Err(error) => return Err(PostError { error, buffer }),
         };
-        post!(self, "fi_tsend", buffer, |p| sys::fi_tsend(
+        post!(self, "fi_tsend", false, buffer, |p| sys::fi_tsend(
             self.raw(),
             p.addr,
             len,
@@ -1356,7 +1359,7 @@ impl Endpoint {
             Err(error) => return Err(PostError { error, buffer }),
         };
         let len = buffer.len();
-        post!(self, "fi_trecv", buffer, |p| sys::fi_trecv(
+        post!(self, "fi_trecv", true, buffer, |p| sys::fi_trecv(
             self.raw(),
             p.addr,
             len,

@@ -15,7 +15,9 @@
 //! Batches are counted in two epochs, as a read-copy-update grace period
 //! is: a read counts its batch in the current epoch under the queue's
 //! progress lock (shared), an empty read advances the epoch under the same
-//! lock held exclusively (so no read is between its call and its count),
+//! lock held exclusively (so no read is between its call and its count;
+//! taking it waits for the reads and blocking waits under way, at most
+//! 100 ms, once per close whose marks wait),
 //! and the marks of closes seen before that empty read are settled once
 //! the older epoch's batches are all released. A read costs one load when
 //! nothing is waiting, and a batch one increment and one decrement.
@@ -89,10 +91,14 @@ impl Epochs {
 
     /// A batch of `epoch` was released: each of its completions was
     /// reclaimed or handed back before this.
+    ///
+    /// Sequentially consistent with `settle_locked`'s store of `draining`
+    /// and load of the counters: either this sees `draining` set, or that
+    /// sees this batch released (x86: the same `lock xadd` and plain load).
     #[inline(always)]
     pub(crate) fn leave(&self, epoch: u64) {
-        if self.live[(epoch & 1) as usize].fetch_sub(1, Ordering::Release) == 1
-            && self.draining.load(Ordering::Acquire)
+        if self.live[(epoch & 1) as usize].fetch_sub(1, Ordering::SeqCst) == 1
+            && self.draining.load(Ordering::SeqCst)
         {
             self.settle();
         }
@@ -100,15 +106,20 @@ impl Epochs {
 
     /// A read that began after `seen` was returned found the queue empty
     /// (`seen` is not 0). Called with the progress lock released; takes it
-    /// exclusively if it is free, and otherwise leaves the work to a later
-    /// empty read.
+    /// exclusively, which waits for the reads, waits and polls under way
+    /// on other threads (a blocking one holds it at most 100 ms at a
+    /// time). Only when the epoch can advance: while a batch of the
+    /// epoch before is still held, a later empty read does this.
     #[cold]
     pub(crate) fn read_empty(&self, seen: u64, progress: &RwLock<()>) {
-        let _exclusive = match progress.try_write() {
-            Ok(guard) => guard,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
+        let next_free = || {
+            let epoch = self.epoch.load(Ordering::Relaxed);
+            self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) == 0
         };
+        if !next_free() {
+            return;
+        }
+        let _exclusive = progress.write().unwrap_or_else(|e| e.into_inner());
         let mut waiting = self.waiting();
         let epoch = self.epoch.load(Ordering::Relaxed);
         // The counter the next epoch uses must be free of older batches.
@@ -165,7 +176,12 @@ impl Epochs {
     }
 
     fn settle_locked(&self, waiting: &mut Waiting) {
-        let live = |epoch: u64| self.live[(epoch & 1) as usize].load(Ordering::Acquire);
+        // Set before the counters are looked at (see leave): a batch
+        // released after the look settles what this leaves waiting.
+        if !waiting.drain.is_empty() || waiting.closed {
+            self.draining.store(true, Ordering::SeqCst);
+        }
+        let live = |epoch: u64| self.live[(epoch & 1) as usize].load(Ordering::SeqCst);
         let now = self.epoch.load(Ordering::Relaxed);
         let none_live = live(0) == 0 && live(1) == 0;
         let mut done = Vec::new();

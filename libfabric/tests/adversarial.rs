@@ -1515,6 +1515,123 @@ fn a_completion_held_across_the_close_keeps_its_context_stale() {
 }
 
 #[test]
+fn a_receive_only_endpoints_slot_comes_back_though_its_transmit_queue_is_never_read() {
+    // The stale contexts of a receive wait for the receive queue only: a
+    // transmit queue bound for form's sake and never read does not hold
+    // them back (they rested for good on it).
+    let (fabric, domain, info) = fabric_domain();
+    let tx = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let rx = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let pool = BufferPool::new(&domain, 1, 64).unwrap();
+    for round in 0..6 {
+        let ep = Endpoint::open(&domain, &info).unwrap();
+        if info.ep_type() == EpType::Msg {
+            ep.bind_eq(&fd_eq(&fabric)).unwrap();
+        } else {
+            ep.bind_av(&AddressVector::open(&domain, AvType::Table, 4).unwrap())
+                .unwrap();
+        }
+        ep.bind_cq(&tx, CqBind::TRANSMIT).unwrap();
+        ep.bind_cq(&rx, CqBind::RECV).unwrap();
+        ep.enable().unwrap();
+        let buf = pool.take().unwrap_or_else(|| {
+            panic!(
+                "provider {}: round {round}: the slot never came back",
+                provider()
+            )
+        });
+        ep.recv(buf).unwrap();
+        drop(ep);
+        assert_eq!(drain(&rx, &pool).handed_out, 0);
+    }
+}
+
+#[test]
+fn a_slot_comes_back_while_two_threads_block_in_sread_on_its_queue() {
+    // The epoch of a queue advances under its progress lock held
+    // exclusively; a blocking read holds it shared in slices. With two
+    // threads in sread, an advance that only tried the lock never got it,
+    // and a slot resting on stale contexts never came back.
+    let (fabric, domain, info) = fabric_domain();
+    let cq = match CompletionQueue::<Tagged>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)) {
+        Ok(cq) => cq,
+        Err(e) => {
+            println!(
+                "SKIP {}: provider {}: no FI_WAIT_FD completion queues ({e})",
+                test_name(),
+                provider()
+            );
+            return;
+        }
+    };
+    let pool = BufferPool::new(&domain, 1, 64).unwrap();
+    for _ in 0..2 {
+        let ep = receiving_endpoint(&fabric, &domain, &info, &cq);
+        ep.recv(pool.take().expect("the slot, before any close"))
+            .unwrap();
+        drop(ep);
+    }
+    if cq
+        .sread(&mut [Default::default()], Some(Duration::ZERO))
+        .is_err()
+    {
+        // rxm, rxd and shm: waits after an endpoint of the queue closed
+        // are refused (waits_on_a_queue_after_its_endpoint_closed).
+        println!(
+            "SKIP {}: provider {}: no waits after an endpoint of the queue closed",
+            test_name(),
+            provider()
+        );
+        return;
+    }
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    let back = std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
+                let mut errbuf = ErrDataBuf::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match cq
+                        .sread(&mut entries, Some(Duration::from_millis(300)))
+                        .unwrap()
+                    {
+                        CqRead::ErrorPending => {
+                            if let Some(mut err) = cq.read_err(&mut errbuf).unwrap() {
+                                assert!(pool.reclaim_err(&mut err).is_none());
+                            }
+                        }
+                        CqRead::Completions(c) => {
+                            for e in &c {
+                                assert!(pool.reclaim(e).is_none());
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let back = loop {
+            if let Some(buf) = pool.take() {
+                break Some(buf);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        stop.store(true, Ordering::Relaxed);
+        back
+    });
+    assert!(
+        back.is_some(),
+        "provider {}: the slot came back while two threads were in sread",
+        provider()
+    );
+}
+
+#[test]
 fn endpoints_enabled_and_closed_while_their_queue_is_read_on_another_thread() {
     // rxm, rxd and shm run their completion queues' progress over the
     // endpoints bound to them, reading state that exists only between
