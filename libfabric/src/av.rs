@@ -101,7 +101,7 @@ fn short(needed: usize, given: usize) -> Error {
 
 /// Removals put off while endpoints are bound, and how many are bound.
 #[derive(Default)]
-struct Deferred {
+pub(crate) struct Deferred {
     endpoints: usize,
     removals: Vec<u64>,
 }
@@ -112,7 +112,7 @@ pub(crate) struct AvInner {
     live: Box<[AtomicU64]>,
     /// Inserts, removals and binds, one at a time; holds the removals put
     /// off while endpoints are bound.
-    lock: Mutex<Deferred>,
+    pub(crate) lock: Mutex<Deferred>,
     pub(crate) domain: Arc<DomainInner>,
 }
 

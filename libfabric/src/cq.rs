@@ -914,11 +914,15 @@ impl<F: Format> CompletionQueue<F> {
                 "sread_threshold: a threshold of {threshold} needs 1..={room} (the entries room)"
             )));
         }
-        let cond = threshold;
+        // The threshold is passed as the value of `cond` itself: sockets
+        // reads `MIN((uintptr_t) cond, count)` (`prov/sockets/src/sock_cq.c`
+        // 347-348 in 1.17), verbs `MIN((ssize_t) cond, count)`
+        // (`prov/verbs/src/verbs_cq.c` 218-219); a pointer to it read as a
+        // number was a threshold of the whole slice.
         self.sread_inner(
             buf,
             None,
-            (&cond as *const usize).cast(),
+            threshold as *const c_void,
             timeout,
             "fi_cq_sread",
         )
@@ -1078,7 +1082,11 @@ impl<F: Format> CompletionQueue<F> {
             data: entry.data,
             tag: entry.tag,
             olen: entry.olen,
-            err: Errno::from_raw(entry.err),
+            // fi_cq(3) gives a positive errno; shm writes it negated
+            // (`smr_write_err_comp` is called with `-FI_ETRUNC`,
+            // `prov/shm/src/smr_comp.c` 62-75, `smr_progress.c` 154 in
+            // 1.17), which read as is was an unknown code.
+            err: Errno::from_raw(entry.err.wrapping_abs()),
             prov_errno: entry.prov_errno,
             err_data,
             provided: err_data,

@@ -141,6 +141,9 @@ const DISCONNECTED: u32 = 1 << 9;
 const TX_CQ_GIVEN: u32 = 1 << 10;
 /// The receive CQ was given to the provider.
 const RX_CQ_GIVEN: u32 = 1 << 11;
+/// The address vector was given to the provider (`fi_ep_bind`, in
+/// `enable`).
+const AV_GIVEN: u32 = 1 << 12;
 
 const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG | CONNECTED;
 const RECV_READY: u32 = ENABLED | RX_CQ | CAP_MSG;
@@ -190,7 +193,7 @@ impl EpInner {
     /// enabled) gets a one-entry AV of its domain bound just before it
     /// closes; the AV closes after it.
     fn av_for_close(&mut self) -> Option<AddressVector> {
-        if !self.fid.is_open() || !self.connectionless || self.av.get().is_some() {
+        if !self.fid.is_open() || !self.connectionless || *self.state.get_mut() & AV_GIVEN != 0 {
             return None;
         }
         let domain = Domain {
@@ -940,11 +943,11 @@ impl Endpoint {
                 reason: "an address vector is already bound to this endpoint",
             });
         }
-        // SAFETY: fi_ep_bind(3) of two open objects of one domain; the AV is
-        // kept open by the Arc stored below as long as the endpoint is.
-        check("fi_ep_bind(av)", unsafe {
-            sys::fi_ep_bind(self.raw(), av.inner.fid.fid(), 0)
-        })?;
+        // Given to the provider only in `enable`: shm's insert walks the
+        // endpoints bound to the vector and maps the address into each
+        // one's region (`smr_av_insert`, `prov/shm/src/smr_av.c` 117-120 in
+        // 1.17, 130-133 in 1.22), which only `fi_enable` creates: an insert
+        // between the bind and the enable crashed.
         av.inner.bound();
         let _ = self.inner.av.set(av.inner.clone());
         self.inner.state.fetch_or(AV, Ordering::Release);
@@ -998,10 +1001,24 @@ impl Endpoint {
                 reason: "the endpoint's caps receive (or the domain carries remote CQ data): bind a completion queue for receives (CqBind::RECV) first",
             });
         }
-        // The completion queues, then fi_enable, with the queues' progress
-        // held off meanwhile (see CqInner::lifecycle).
+        // The address vector, the completion queues, then fi_enable, with
+        // the vector's inserts and removals and the queues' progress held
+        // off meanwhile (see bind_av and CqInner::lifecycle).
         let cqs = distinct_cqs(&bound);
         let exclusive = exclusive(&cqs);
+        let av = self.inner.av.get();
+        let _av_calls = av.map(|av| av.lock.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(av) = av {
+            if self.inner.state.load(Ordering::Acquire) & AV_GIVEN == 0 {
+                // SAFETY: fi_ep_bind(3) of two open objects of one domain
+                // (checked in bind_av), before fi_enable, once; the AV is
+                // kept open by the Arc in `av` as long as the endpoint is.
+                check("fi_ep_bind(av)", unsafe {
+                    sys::fi_ep_bind(self.raw(), av.fid.fid(), 0)
+                })?;
+                self.inner.state.fetch_or(AV_GIVEN, Ordering::Release);
+            }
+        }
         for (cq, flags) in cqs.iter().flatten() {
             // Each direction once (an enable the provider refused may have
             // given some already).

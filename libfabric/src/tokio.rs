@@ -123,6 +123,14 @@ pub struct AsyncEventQueue {
 
 impl AsyncEventQueue {
     /// Registers the queue's wait fd with the current tokio reactor.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] outside a tokio runtime; the queue's
+    /// wait-fd errors; the registration's.
+    ///
+    /// # Panics
+    /// Inside a tokio runtime built without its I/O driver
+    /// (`Builder::enable_io`), as tokio's own I/O types do.
     pub fn new(eq: EventQueue) -> Result<Self> {
         let fd = register(&eq)?;
         let fabric = SendPtr(eq.inner.fabric.fid.as_ptr());
@@ -173,6 +181,14 @@ pub struct AsyncCompletionQueue<F: Format> {
 
 impl<F: Format> AsyncCompletionQueue<F> {
     /// Registers the queue's wait fd with the current tokio reactor.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] outside a tokio runtime; the queue's
+    /// wait-fd errors; the registration's.
+    ///
+    /// # Panics
+    /// Inside a tokio runtime built without its I/O driver
+    /// (`Builder::enable_io`), as tokio's own I/O types do.
     pub fn new(cq: CompletionQueue<F>) -> Result<Self> {
         let fd = register(&cq)?;
         let fabric = SendPtr(cq.inner.domain.fabric.fid.as_ptr());

@@ -1515,6 +1515,55 @@ fn a_completion_held_across_the_close_keeps_its_context_stale() {
 }
 
 #[test]
+fn addresses_inserted_between_binding_an_address_vector_and_enabling() {
+    // shm's insert maps the address into the region of every endpoint
+    // bound to the vector, which fi_enable creates: an insert after
+    // bind_av and before enable crashed. The vector is given to the
+    // provider in enable, with inserts held off meanwhile.
+    let (fabric, domain, info) = fabric_domain();
+    if info.ep_type() == EpType::Msg {
+        println!(
+            "SKIP {}: provider {}: MSG endpoints have no address vector",
+            test_name(),
+            provider()
+        );
+        return;
+    }
+    let _ = &fabric;
+    let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let av = AddressVector::open(&domain, AvType::Table, 8).unwrap();
+    let ep = Endpoint::open(&domain, &info).unwrap();
+    ep.bind_av(&av).unwrap();
+    let before = av
+        .insert(&ep.name().unwrap())
+        .expect("an insert before enable");
+    ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    let inserting = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            (0..5)
+                .map(|_| av.insert(&ep.name().unwrap()).is_ok())
+                .filter(|ok| *ok)
+                .count()
+        });
+        ep.enable().unwrap();
+        t.join().unwrap()
+    });
+    let after = av
+        .insert(&ep.name().unwrap())
+        .expect("an insert after enable");
+    println!(
+        "provider {}: inserted {before:?}, {inserting} during enable, {after:?}",
+        provider()
+    );
+    assert!(av.contains(before) && av.contains(after));
+    // A never enabled endpoint with a vector bound closes cleanly too.
+    let idle = Endpoint::open(&domain, &info).unwrap();
+    idle.bind_av(&av).unwrap();
+    let _ = av.insert(&idle.name().unwrap());
+    drop(idle);
+}
+
+#[test]
 fn a_receive_only_endpoints_slot_comes_back_though_its_transmit_queue_is_never_read() {
     // The stale contexts of a receive wait for the receive queue only: a
     // transmit queue bound for form's sake and never read does not hold
