@@ -658,6 +658,9 @@ impl CqInner {
     ) -> Result<(isize, u64)> {
         let progress = self.progress_guard();
         let awaiting = self.epochs.awaiting();
+        if Epochs::refused(awaiting) {
+            return Err(refused_progress());
+        }
         let ret = read()?;
         let epoch = if ret > 0 { self.epochs.enter() } else { 0 };
         drop(progress);
@@ -823,6 +826,9 @@ impl<F: Format> CompletionQueue<F> {
         let inner = &*self.inner;
         let progress = inner.progress_guard();
         let awaiting = inner.epochs.awaiting();
+        if Epochs::refused(awaiting) {
+            return (REFUSED, 0);
+        }
         // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
         // format into buf, whose element type is that format's struct; no
         // endpoint bound to the queue is being enabled or closed (the
@@ -1162,7 +1168,24 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
     if ret == EAVAIL {
         return Ok(Read::ErrorPending);
     }
+    if ret == REFUSED {
+        return Err(refused_progress());
+    }
     Err(Error::fabric(call, ret as i64))
+}
+
+/// What `read_raw` returns for a queue whose progress must not run (see
+/// [`refused_progress`]); no C call returns it.
+const REFUSED: isize = isize::MIN;
+
+/// The error of a call that would run the progress of a queue bound to an
+/// endpoint that failed to enable (see `Endpoint::enable`).
+#[cold]
+pub(crate) fn refused_progress() -> Error {
+    Error::State {
+        call: "fi_cq_read",
+        reason: "an endpoint bound to this completion queue failed to enable, and the provider runs it in the queue's progress (rxm and shm crash): close that endpoint first",
+    }
 }
 
 impl<F: Format> sealed::Sealed for CompletionQueue<F> {}

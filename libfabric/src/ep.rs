@@ -144,6 +144,10 @@ const RX_CQ_GIVEN: u32 = 1 << 11;
 /// The address vector was given to the provider (`fi_ep_bind`, in
 /// `enable`).
 const AV_GIVEN: u32 = 1 << 12;
+/// An `fi_enable` failed after completion queues were given, on a
+/// provider that runs such an endpoint in their progress: their reads are
+/// refused until it is enabled or closed (see `Endpoint::enable`).
+const ENABLE_FAILED: u32 = 1 << 13;
 
 const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG | CONNECTED;
 const RECV_READY: u32 = ENABLED | RX_CQ | CAP_MSG;
@@ -295,6 +299,13 @@ impl Drop for EpInner {
         }
         if let Some(av) = self.av.get() {
             av.unbound();
+        }
+        if *self.state.get_mut() & ENABLE_FAILED != 0 {
+            // Closed: its queues' progress no longer runs it.
+            let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
+            for (cq, _) in distinct_cqs(bound).iter().flatten() {
+                cq.epochs.endpoint_broken(false);
+            }
         }
         // Closed: buffers it still had in flight that the provider dropped
         // without a completion come back to their pools now. Their
@@ -1006,6 +1017,51 @@ impl Endpoint {
         // off meanwhile (see bind_av and CqInner::lifecycle).
         let cqs = distinct_cqs(&bound);
         let exclusive = exclusive(&cqs);
+        let given = self.give_and_enable(&cqs);
+        let failed = self.inner.state.load(Ordering::Acquire) & ENABLE_FAILED != 0;
+        let runs_unenabled =
+            crate::quirks::runs_unenabled_endpoints_in_progress(self.inner.info.provider());
+        match &given {
+            // The provider holds the queues given and runs this endpoint
+            // in their progress: refused until it is enabled or closed
+            // (reads: Epochs::refused; waits: for good, as after a close,
+            // see CqInner::wait_poisoned).
+            Err(_)
+                if !failed
+                    && runs_unenabled
+                    && self.inner.state.load(Ordering::Acquire) & (TX_CQ_GIVEN | RX_CQ_GIVEN)
+                        != 0 =>
+            {
+                self.inner.state.fetch_or(ENABLE_FAILED, Ordering::AcqRel);
+                for (cq, _) in cqs.iter().flatten() {
+                    cq.epochs.endpoint_broken(true);
+                    if cq.wait_obj != crate::wait::WaitObj::None {
+                        cq.wait_poisoned.store(true, Ordering::Release);
+                    }
+                }
+            }
+            Ok(()) if failed => {
+                self.inner.state.fetch_and(!ENABLE_FAILED, Ordering::AcqRel);
+                for (cq, _) in cqs.iter().flatten() {
+                    cq.epochs.endpoint_broken(false);
+                }
+            }
+            _ => {}
+        }
+        drop(exclusive);
+        given?;
+        self.inner.state.fetch_or(ENABLED, Ordering::Release);
+        // Some providers know the connection data size only once enabled.
+        if let (Some(max), Some(eq)) = (self.cm_data_size(), &bound.eq) {
+            eq.max_cm_data.fetch_max(max, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The address vector (with its inserts held off), the completion
+    /// queues not given yet, then `fi_enable`: the part of `enable` that
+    /// runs with the queues' progress held off.
+    fn give_and_enable(&self, cqs: &[Option<(Arc<CqInner>, CqBind)>; 2]) -> Result<()> {
         let av = self.inner.av.get();
         let _av_calls = av.map(|av| av.lock.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(av) = av {
@@ -1050,14 +1106,7 @@ impl Endpoint {
             self.inner.state.fetch_or(bits, Ordering::Release);
         }
         // SAFETY: fi_enable(3) on an open endpoint with what it needs bound.
-        check("fi_enable", unsafe { sys::fi_enable(self.raw()) })?;
-        drop(exclusive);
-        self.inner.state.fetch_or(ENABLED, Ordering::Release);
-        // Some providers know the connection data size only once enabled.
-        if let (Some(max), Some(eq)) = (self.cm_data_size(), &bound.eq) {
-            eq.max_cm_data.fetch_max(max, Ordering::Relaxed);
-        }
-        Ok(())
+        check("fi_enable", unsafe { sys::fi_enable(self.raw()) })
     }
 
     /// Refuses connection management on a connectionless endpoint (before

@@ -45,8 +45,15 @@ pub(crate) struct Epochs {
     waiting: Mutex<Waiting>,
 }
 
+/// In `awaiting`: an endpoint bound to the queue failed to enable after the
+/// queue was given to it, and the provider runs it in the queue's
+/// progress (see `Epochs::endpoint_broken`).
+const BROKEN: u64 = 1 << 63;
+
 #[derive(Default)]
 struct Waiting {
+    /// Endpoints bound to the queue that failed to enable, still open.
+    broken: usize,
     next_seq: u64,
     /// The queue is closed: nothing more can be read from it.
     closed: bool,
@@ -74,10 +81,49 @@ impl Epochs {
     }
 
     /// Before a read, under the progress lock: the marks an empty result
-    /// of this read may settle.
+    /// of this read may settle, or [`refused`](Self::refused).
     #[inline(always)]
     pub(crate) fn awaiting(&self) -> u64 {
         self.awaiting.load(Ordering::Acquire)
+    }
+
+    /// Whether `awaiting` says the queue's progress must not run: an
+    /// endpoint bound to it failed to enable and is still open.
+    #[inline(always)]
+    pub(crate) fn refused(awaiting: u64) -> bool {
+        awaiting >= BROKEN
+    }
+
+    /// Whether the queue's progress must not run now (see
+    /// [`refused`](Self::refused)); under the progress lock.
+    pub(crate) fn is_refused(&self) -> bool {
+        Self::refused(self.awaiting())
+    }
+
+    /// An endpoint bound to the queue failed to enable (`broken`), or such
+    /// an endpoint was closed or enabled after all. Called with the
+    /// queue's progress lock held exclusively or with no read able to run
+    /// the endpoint.
+    pub(crate) fn endpoint_broken(&self, broken: bool) {
+        let mut waiting = self.waiting();
+        if broken {
+            waiting.broken += 1;
+        } else {
+            waiting.broken = waiting.broken.saturating_sub(1);
+        }
+        self.publish(&waiting);
+    }
+
+    /// Stores `awaiting` from the marks waiting for an empty read and the
+    /// broken endpoints; under the `waiting` lock.
+    fn publish(&self, waiting: &Waiting) {
+        let seq = if waiting.closed {
+            0
+        } else {
+            waiting.empty.iter().map(|(seq, _)| *seq).max().unwrap_or(0)
+        };
+        let broken = if waiting.broken > 0 { BROKEN } else { 0 };
+        self.awaiting.store(seq | broken, Ordering::Release);
     }
 
     /// After a read that returned completions, under the progress lock:
@@ -112,6 +158,7 @@ impl Epochs {
     /// epoch before is still held, a later empty read does this.
     #[cold]
     pub(crate) fn read_empty(&self, seen: u64, progress: &RwLock<()>) {
+        let seen = seen & !BROKEN;
         let next_free = || {
             let epoch = self.epoch.load(Ordering::Relaxed);
             self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) == 0
@@ -134,10 +181,7 @@ impl Epochs {
             .into_iter()
             .partition(|(seq, _)| *seq <= seen);
         waiting.empty = later;
-        self.awaiting.store(
-            waiting.empty.iter().map(|(seq, _)| *seq).max().unwrap_or(0),
-            Ordering::Release,
-        );
+        self.publish(&waiting);
         waiting
             .drain
             .extend(ready.into_iter().map(|(_, marks)| (epoch, marks)));
@@ -156,7 +200,7 @@ impl Epochs {
         waiting.next_seq += 1;
         let seq = waiting.next_seq;
         waiting.empty.push((seq, marks));
-        self.awaiting.store(seq, Ordering::Release);
+        self.publish(&waiting);
     }
 
     /// The queue was closed after handing back what it held: nothing more
@@ -164,7 +208,7 @@ impl Epochs {
     pub(crate) fn queue_closed(&self) {
         let mut waiting = self.waiting();
         waiting.closed = true;
-        self.awaiting.store(0, Ordering::Release);
+        self.publish(&waiting);
         self.draining.store(true, Ordering::Release);
         self.settle_locked(&mut waiting);
     }

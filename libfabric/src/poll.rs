@@ -146,9 +146,17 @@ impl PollSet {
             &mut heap[..]
         };
         let ret = crate::wait::with_progress_guards(locks, || {
+            // A member bound to an endpoint whose enable failed: its
+            // progress must not run (see Endpoint::enable).
+            if members.iter().any(|m| m.epochs.is_refused()) {
+                return None;
+            }
             // SAFETY: fi_poll(3) writes at most count contexts.
-            unsafe { sys::fi_poll(self.inner.fid.as_ptr(), contexts.as_mut_ptr(), count as i32) }
+            Some(unsafe {
+                sys::fi_poll(self.inner.fid.as_ptr(), contexts.as_mut_ptr(), count as i32)
+            })
         });
+        let ret = ret.ok_or_else(crate::cq::refused_progress)?;
         check("fi_poll", ret)?;
         let n = (ret as usize).min(count);
         let mut found = 0;

@@ -23,3 +23,16 @@ pub(crate) fn keeps_closed_endpoints_in_waits(provider: &str) -> bool {
 pub(crate) fn frees_requests_only_when_answered(provider: &str) -> bool {
     matches!(provider, "tcp" | "net")
 }
+
+/// Whether the provider runs the endpoints bound to a completion queue in
+/// the queue's progress (reads, waits, polls), reading state only
+/// `fi_enable` creates, and keeps an endpoint whose `fi_enable` failed
+/// after the queue was bound in that walk: rxm reads the endpoint's
+/// `msg_cq` (`prov/rxm/src/rxm_cq.c` 1929, opened at enable, `rxm_ep.c`
+/// 1343), shm its `region` (`prov/shm/src/smr_progress.c` 1156, created at
+/// enable, `smr_ep.c` 1684), rxd likewise through its util endpoint list.
+/// A read of such a queue crashed after an enable that failed (say, with
+/// `-EMFILE`) until the endpoint was closed.
+pub(crate) fn runs_unenabled_endpoints_in_progress(provider: &str) -> bool {
+    keeps_closed_endpoints_in_waits(provider)
+}
