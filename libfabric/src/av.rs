@@ -104,6 +104,10 @@ fn short(needed: usize, given: usize) -> Error {
 pub(crate) struct Deferred {
     endpoints: usize,
     removals: Vec<u64>,
+    /// Endpoints bound to the vector whose enable failed, still open: shm
+    /// would map inserted addresses into their missing regions (see
+    /// `Endpoint::enable`), so inserts are refused while there are any.
+    pub(crate) failed_endpoints: usize,
 }
 
 pub(crate) struct AvInner {
@@ -240,6 +244,12 @@ impl AddressVector {
             return Err(short(needed, addr.len()));
         }
         let mut deferred = self.inner.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if deferred.failed_endpoints > 0 {
+            return Err(Error::State {
+                call: "fi_av_insert",
+                reason: "an endpoint bound to this address vector failed to enable, and the provider may map inserted addresses into it (shm crashes): close that endpoint first",
+            });
+        }
         let mut out = Addr::UNSPEC;
         // SAFETY: fi_av_insert(3) reads one address from addr, at most
         // `needed` bytes as checked above for the domain's address format,

@@ -144,9 +144,8 @@ const RX_CQ_GIVEN: u32 = 1 << 11;
 /// The address vector was given to the provider (`fi_ep_bind`, in
 /// `enable`).
 const AV_GIVEN: u32 = 1 << 12;
-/// An `fi_enable` failed after completion queues were given, on a
-/// provider that runs such an endpoint in their progress: their reads are
-/// refused until it is enabled or closed (see `Endpoint::enable`).
+/// An `enable` failed on a provider that runs such an endpoint in its
+/// queues' progress: final (see `Endpoint::enable`).
 const ENABLE_FAILED: u32 = 1 << 13;
 
 const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG | CONNECTED;
@@ -301,10 +300,16 @@ impl Drop for EpInner {
             av.unbound();
         }
         if *self.state.get_mut() & ENABLE_FAILED != 0 {
-            // Closed: its queues' progress no longer runs it.
+            // Closed: its queues' progress and its vector's inserts no
+            // longer reach it. Nothing was bound after the failure
+            // (bind_guard), so these are the queues and vector it marked.
             let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
             for (cq, _) in distinct_cqs(bound).iter().flatten() {
                 cq.epochs.endpoint_broken(false);
+            }
+            if let Some(av) = self.av.get() {
+                let mut deferred = av.lock.lock().unwrap_or_else(|e| e.into_inner());
+                deferred.failed_endpoints = deferred.failed_endpoints.saturating_sub(1);
             }
         }
         // Closed: buffers it still had in flight that the provider dropped
@@ -825,10 +830,17 @@ impl Endpoint {
 
     fn bind_guard(&self, call: &'static str) -> Result<std::sync::MutexGuard<'_, Bound>> {
         let bound = self.inner.bound.lock().unwrap_or_else(|e| e.into_inner());
-        if self.inner.state.load(Ordering::Acquire) & ENABLED != 0 {
+        let state = self.inner.state.load(Ordering::Acquire);
+        if state & ENABLED != 0 {
             return Err(Error::State {
                 call,
                 reason: "the endpoint is already enabled: bind before Endpoint::enable",
+            });
+        }
+        if state & ENABLE_FAILED != 0 {
+            return Err(Error::State {
+                call,
+                reason: "the endpoint failed to enable, and its provider keeps it in its queues' progress: close it and open another",
             });
         }
         Ok(bound)
@@ -971,9 +983,17 @@ impl Endpoint {
     /// polls on other threads wait meanwhile (the util providers' progress
     /// crashes on an endpoint being enabled).
     ///
+    /// On rxm, rxd and shm a failed enable is final: the provider keeps the
+    /// endpoint in its queues' progress and in its address vector, so
+    /// until the endpoint is closed the queues' reads and polls and the
+    /// vector's inserts are [`Error::State`] (waits on the queues stay
+    /// refused, as after any close there), and the endpoint binds and
+    /// enables nothing more. Close it and open another.
+    ///
     /// # Errors
-    /// [`Error::State`] when what it needs is not bound, or it is already
-    /// enabled; the provider's error.
+    /// [`Error::State`] when what it needs is not bound, it is already
+    /// enabled, or an enable of it failed on rxm, rxd or shm; the
+    /// provider's error.
     #[doc(alias = "fi_enable")]
     pub fn enable(&self) -> Result<()> {
         let bound = self.bind_guard("fi_enable")?;
@@ -1018,35 +1038,30 @@ impl Endpoint {
         let cqs = distinct_cqs(&bound);
         let exclusive = exclusive(&cqs);
         let given = self.give_and_enable(&cqs);
-        let failed = self.inner.state.load(Ordering::Acquire) & ENABLE_FAILED != 0;
-        let runs_unenabled =
-            crate::quirks::runs_unenabled_endpoints_in_progress(self.inner.info.provider());
-        match &given {
-            // The provider holds the queues given and runs this endpoint
-            // in their progress: refused until it is enabled or closed
-            // (reads: Epochs::refused; waits: for good, as after a close,
-            // see CqInner::wait_poisoned).
-            Err(_)
-                if !failed
-                    && runs_unenabled
-                    && self.inner.state.load(Ordering::Acquire) & (TX_CQ_GIVEN | RX_CQ_GIVEN)
-                        != 0 =>
-            {
-                self.inner.state.fetch_or(ENABLE_FAILED, Ordering::AcqRel);
-                for (cq, _) in cqs.iter().flatten() {
-                    cq.epochs.endpoint_broken(true);
-                    if cq.wait_obj != crate::wait::WaitObj::None {
-                        cq.wait_poisoned.store(true, Ordering::Release);
-                    }
+        if given.is_err()
+            && crate::quirks::runs_unenabled_endpoints_in_progress(self.inner.info.provider())
+        {
+            // Whatever part of it the provider took (an AV, a queue whose
+            // bind failed half-way: rxd holds an FI_WAIT_FD queue whose
+            // bind failed with -EMFILE), it keeps the endpoint in the
+            // queues' progress and the vector's inserts. Final: the
+            // endpoint binds and enables nothing more; its queues' reads and
+            // polls and its vector's inserts are refused until it is
+            // closed, and their waits for good, as after a close (see
+            // CqInner::wait_poisoned).
+            self.inner.state.fetch_or(ENABLE_FAILED, Ordering::AcqRel);
+            for (cq, _) in cqs.iter().flatten() {
+                cq.epochs.endpoint_broken(true);
+                if cq.wait_obj != crate::wait::WaitObj::None {
+                    cq.wait_poisoned.store(true, Ordering::Release);
                 }
             }
-            Ok(()) if failed => {
-                self.inner.state.fetch_and(!ENABLE_FAILED, Ordering::AcqRel);
-                for (cq, _) in cqs.iter().flatten() {
-                    cq.epochs.endpoint_broken(false);
-                }
+            if let Some(av) = self.inner.av.get() {
+                av.lock
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .failed_endpoints += 1;
             }
-            _ => {}
         }
         drop(exclusive);
         given?;

@@ -11,19 +11,32 @@ use libfabric::av::AvType;
 use libfabric::cq::{CqAttr, Tagged, TaggedEntry};
 use libfabric::ep::CqBind;
 use libfabric::info::EpType;
-use libfabric::{AddressVector, CompletionQueue, Endpoint, Error};
+use libfabric::wait::WaitObj;
+use libfabric::{AddressVector, CompletionQueue, Domain, Endpoint, Error, Fabric, Info};
 
 #[test]
 fn a_queue_whose_endpoint_failed_to_enable_is_not_read_until_it_is_enabled_or_closed() {
     let (fabric, domain, info) = fabric_domain();
-    let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
-    let ep = Endpoint::open(&domain, &info).unwrap();
-    if info.ep_type() == EpType::Msg {
-        ep.bind_eq(&fd_eq(&fabric)).unwrap();
-    } else {
-        ep.bind_av(&AddressVector::open(&domain, AvType::Table, 4).unwrap())
-            .unwrap();
+    run(&fabric, &domain, &info, CqAttr::new());
+    // With a wait fd: rxd's bind of such a queue fails without descriptors,
+    // and it keeps the queue all the same.
+    match CompletionQueue::<Tagged>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)) {
+        Ok(_) => run(&fabric, &domain, &info, CqAttr::new().wait(WaitObj::Fd)),
+        Err(e) => println!("provider {}: no FI_WAIT_FD queues ({e})", provider()),
     }
+}
+
+fn run(fabric: &Fabric, domain: &Domain, info: &Info, attr: CqAttr) {
+    let cq = CompletionQueue::<Tagged>::open(domain, &attr).unwrap();
+    let ep = Endpoint::open(domain, info).unwrap();
+    let av = if info.ep_type() == EpType::Msg {
+        ep.bind_eq(&fd_eq(fabric)).unwrap();
+        None
+    } else {
+        let av = AddressVector::open(domain, AvType::Table, 4).unwrap();
+        ep.bind_av(&av).unwrap();
+        Some(av)
+    };
     ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
     let mut files = Vec::new();
     while let Ok(f) = std::fs::File::open("/dev/null") {
@@ -52,17 +65,36 @@ fn a_queue_whose_endpoint_failed_to_enable_is_not_read_until_it_is_enabled_or_cl
     } else {
         read.expect("reads work: the provider does not run the endpoint");
     }
-    // With descriptors again, enable succeeds and the queue is read.
-    match ep.enable() {
-        Ok(()) => {
-            assert!(cq.read(&mut entries).is_ok(), "reads once enabled");
-            println!("provider {p}: enabled on the second try");
+    if walks_endpoints {
+        // Final: nothing more is bound or enabled, and the vector takes no
+        // insert (shm would map it into the endpoint's missing region).
+        assert!(
+            matches!(ep.enable(), Err(Error::State { .. })),
+            "a second enable"
+        );
+        if let Some(av) = &av {
+            assert!(
+                matches!(av.insert(&ep.name().unwrap()), Err(Error::State { .. })),
+                "an insert while the endpoint is open"
+            );
         }
-        Err(e) => println!("provider {p}: the second enable failed too: {e}"),
+    } else {
+        match ep.enable() {
+            Ok(()) => {
+                assert!(cq.read(&mut entries).is_ok(), "reads once enabled");
+                println!("provider {p}: enabled on the second try");
+            }
+            Err(e) => println!("provider {p}: the second enable failed too: {e}"),
+        }
     }
+    let name = ep.name().unwrap();
     drop(ep);
     assert!(
         cq.read(&mut entries).is_ok(),
         "reads once the endpoint is closed"
     );
+    if let Some(av) = &av {
+        av.insert(&name)
+            .expect("inserts once the endpoint is closed");
+    }
 }
