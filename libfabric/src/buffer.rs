@@ -555,7 +555,7 @@ impl BufferPool {
     pub fn reclaim<E: CompletionEntry>(&self, entry: &E) -> Option<Buffer> {
         let context = entry.context() as *mut c_void;
         self.slot_of(context)?;
-        self.reclaim_context(entry.take_context())
+        self.reclaim_context(entry.take_context(crate::wait::sealed::Token(())))
     }
 
     /// [`reclaim`](Self::reclaim) for an error completion (for example a

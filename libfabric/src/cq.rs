@@ -90,9 +90,11 @@ bitflags! {
 pub trait CompletionEntry: sealed::Sealed + Default + Send + 'static {
     /// The operation's context, as posted.
     fn context(&self) -> usize;
-    /// Takes the context, leaving 0: used to hand a buffer back exactly once.
+    /// Takes the context, leaving 0: used to hand a buffer back exactly
+    /// once. Only the crate can call it (the token): a context taken from
+    /// outside would leave its buffer neither reclaimed nor handed back.
     #[doc(hidden)]
-    fn take_context(&self) -> *mut c_void;
+    fn take_context(&self, token: sealed::Token) -> *mut c_void;
 }
 
 /// A CQ format: the entry type and its `enum fi_cq_format`. Sealed.
@@ -155,7 +157,7 @@ macro_rules! entry_type {
                 self.raw().op_context as usize
             }
             #[inline]
-            fn take_context(&self) -> *mut c_void {
+            fn take_context(&self, _: sealed::Token) -> *mut c_void {
                 // SAFETY: the type is not Sync, so this is the only access
                 // to the entry on any thread, and no reference into it is
                 // alive (see raw).
@@ -275,8 +277,8 @@ impl CompletionEntry for UnspecEntry {
     fn context(&self) -> usize {
         self.0.context()
     }
-    fn take_context(&self) -> *mut c_void {
-        self.0.take_context()
+    fn take_context(&self, token: sealed::Token) -> *mut c_void {
+        self.0.take_context(token)
     }
 }
 
@@ -468,7 +470,7 @@ impl<T: CompletionEntry> Drop for Completions<'_, T> {
     fn drop(&mut self) {
         for entry in self.entries.iter() {
             if entry.context() != 0 {
-                crate::buffer::release_unreclaimed(entry.take_context());
+                crate::buffer::release_unreclaimed(entry.take_context(sealed::Token(())));
             }
         }
         self.epochs.leave(self.epoch);
@@ -1200,10 +1202,10 @@ impl<F: Format> Waitable for CompletionQueue<F> {
     fn wait_obj(&self) -> WaitObj {
         self.inner.wait_obj
     }
-    fn progress_lock(&self) -> Option<&RwLock<()>> {
+    fn progress_lock(&self, _: sealed::Token) -> Option<&RwLock<()>> {
         Some(&self.inner.lifecycle)
     }
-    fn wait_poison(&self) -> Option<&std::sync::atomic::AtomicBool> {
+    fn wait_poison(&self, _: sealed::Token) -> Option<&std::sync::atomic::AtomicBool> {
         Some(&self.inner.wait_poisoned)
     }
 }

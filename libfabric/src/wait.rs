@@ -173,14 +173,18 @@ pub trait Waitable: sealed::Sealed {
     }
     /// The lock that a call running the provider's progress on this queue
     /// holds shared (a completion queue's: see `CqInner::lifecycle`).
+    /// Only the crate can call it (the token): a lock held from outside
+    /// could keep an endpoint's close waiting.
     #[doc(hidden)]
-    fn progress_lock(&self) -> Option<&RwLock<()>> {
+    fn progress_lock(&self, _: sealed::Token) -> Option<&RwLock<()>> {
         None
     }
     /// Set when waiting on the queue became unsafe (see
-    /// `CqInner::wait_poisoned`); read under the progress lock.
+    /// `CqInner::wait_poisoned`); read under the progress lock. Only the
+    /// crate can call it (the token): cleared from outside, a wait would
+    /// call into a closed endpoint.
     #[doc(hidden)]
-    fn wait_poison(&self) -> Option<&std::sync::atomic::AtomicBool> {
+    fn wait_poison(&self, _: sealed::Token) -> Option<&std::sync::atomic::AtomicBool> {
         None
     }
     /// `fi_control(FI_GETWAIT)` for an `FI_WAIT_FD` queue: the fd that becomes
@@ -243,6 +247,10 @@ impl AsRawFd for WaitFd<'_> {
 
 pub(crate) mod sealed {
     pub trait Sealed {}
+    /// Only this crate can make one: a public trait method that takes it
+    /// cannot be called from outside (`CompletionEntry::take_context`).
+    #[derive(Clone, Copy)]
+    pub struct Token(pub(crate) ());
 }
 
 /// Queries `FI_GETWAITOBJ`: which wait object the provider really uses.
@@ -354,7 +362,7 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     let mut locks = 0;
     for (slot, q) in stack.iter_mut().zip(queues) {
         slot.write(checked_fid(fabric, *q)?);
-        if let Some(l) = q.progress_lock() {
+        if let Some(l) = q.progress_lock(sealed::Token(())) {
             if !lock.is_some_and(|first| ptr::eq(first, l)) {
                 lock = Some(l);
                 locks += 1;
@@ -368,16 +376,16 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
         (None, _) => trywait_raw(fabric, fids),
         (Some(lock), 1) => {
             let _guard = lock.read().unwrap_or_else(|e| e.into_inner());
-            refuse_poisoned(queues.iter().map(|q| q.wait_poison()))?;
+            refuse_poisoned(queues.iter().map(|q| q.wait_poison(sealed::Token(()))))?;
             trywait_raw(fabric, fids)
         }
         _ => {
             let mut all = [None; STACK];
             for (slot, q) in all.iter_mut().zip(queues) {
-                *slot = q.progress_lock();
+                *slot = q.progress_lock(sealed::Token(()));
             }
             with_progress_guards(&mut all[..queues.len()], || {
-                refuse_poisoned(queues.iter().map(|q| q.wait_poison()))?;
+                refuse_poisoned(queues.iter().map(|q| q.wait_poison(sealed::Token(()))))?;
                 trywait_raw(fabric, fids)
             })
         }
@@ -472,9 +480,12 @@ fn trywait_many(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
         .map(|q| checked_fid(fabric, *q))
         .collect::<Result<Vec<_>>>();
     let mut fids = fids?;
-    let mut locks: Vec<_> = queues.iter().map(|q| q.progress_lock()).collect();
+    let mut locks: Vec<_> = queues
+        .iter()
+        .map(|q| q.progress_lock(sealed::Token(())))
+        .collect();
     with_progress_guards(&mut locks, || {
-        refuse_poisoned(queues.iter().map(|q| q.wait_poison()))?;
+        refuse_poisoned(queues.iter().map(|q| q.wait_poison(sealed::Token(()))))?;
         trywait_raw(fabric.inner.fid.as_ptr(), &mut fids)
     })
 }
@@ -582,10 +593,10 @@ impl<'q> Waiter<'q> {
             if eq_second_look_needed() {
                 eqs.extend(q.event_queue());
             }
-            if q.progress_lock().is_some() {
-                locks.push(q.progress_lock());
+            if q.progress_lock(sealed::Token(())).is_some() {
+                locks.push(q.progress_lock(sealed::Token(())));
             }
-            poison.extend(q.wait_poison());
+            poison.extend(q.wait_poison(sealed::Token(())));
             pollfds.push(libc::pollfd {
                 fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
