@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use libfabric::av::AvType;
-use libfabric::cq::{CqAttr, Tagged, TaggedEntry};
+use libfabric::cq::{CqAttr, Msg, MsgEntry};
 use libfabric::ep::CqBind;
 use libfabric::info::EpType;
 use libfabric::wait::WaitObj;
@@ -20,14 +20,14 @@ fn a_queue_whose_endpoint_failed_to_enable_is_not_read_until_it_is_closed() {
     run(&fabric, &domain, &info, CqAttr::new());
     // With a wait fd: rxd's bind of such a queue fails without descriptors,
     // and it keeps the queue all the same.
-    match CompletionQueue::<Tagged>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)) {
+    match CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)) {
         Ok(_) => run(&fabric, &domain, &info, CqAttr::new().wait(WaitObj::Fd)),
         Err(e) => println!("provider {}: no FI_WAIT_FD queues ({e})", provider()),
     }
 }
 
 fn run(fabric: &Fabric, domain: &Domain, info: &Info, attr: CqAttr) {
-    let cq = CompletionQueue::<Tagged>::open(domain, &attr).unwrap();
+    let cq = CompletionQueue::<Msg>::open(domain, &attr).unwrap();
     let ep = Endpoint::open(domain, info).unwrap();
     let av = if info.ep_type() == EpType::Msg {
         ep.bind_eq(&fd_eq(fabric)).unwrap();
@@ -44,7 +44,7 @@ fn run(fabric: &Fabric, domain: &Domain, info: &Info, attr: CqAttr) {
     }
     let enabled = ep.enable();
     drop(files);
-    let mut entries: [TaggedEntry; 4] = Default::default();
+    let mut entries: [MsgEntry; 4] = Default::default();
     let p = provider();
     let walks_endpoints = p.contains("ofi_rxm") || p.contains("ofi_rxd") || p == "shm";
     let Err(e) = enabled else {
