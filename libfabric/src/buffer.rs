@@ -38,7 +38,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 // A slot's state word: its kind, the context of its last post, which
@@ -53,7 +53,7 @@ const OWNED: u64 = 1;
 const IN_FLIGHT: u64 = 2;
 /// Taken back from a closed endpoint while both of its contexts may still
 /// be named by a stale completion: out of the free list until one of them
-/// is settled (`StaleMarks::queue_done`).
+/// is settled (`StaleMarks::settle`).
 const RESTING: u64 = 3;
 /// The context (0 or 1) of the last post.
 const PARITY: u64 = 1 << 2;
@@ -213,23 +213,16 @@ pub(crate) fn reclaim_closed_endpoint(
             }
         }
     }
-    pools.map(|pools| {
-        (!pools.is_empty()).then(|| {
-            Arc::new(StaleMarks {
-                pools,
-                queues_left: AtomicUsize::new(1),
-            })
-        })
-    })
+    pools.map(|pools| (!pools.is_empty()).then(|| Arc::new(StaleMarks { pools })))
 }
 
-/// The contexts an endpoint close took back, stale until each of the
-/// endpoint's queues is done with them (see [`reclaim_closed_endpoint`]).
+/// The contexts an endpoint close took back in one direction, stale until
+/// the endpoint's queue of that direction is done with them (see
+/// [`reclaim_closed_endpoint`]).
 /// Holds their slot tables, so that no newer pool is given the contexts'
 /// addresses while a completion naming one may be read.
 pub(crate) struct StaleMarks {
     pools: Vec<PoolMarks>,
-    queues_left: AtomicUsize,
 }
 
 /// The marks of one pool: the pool (if still open), its table, and the
@@ -241,13 +234,10 @@ struct PoolMarks {
 }
 
 impl StaleMarks {
-    /// One of the endpoint's queues can no longer hand out a completion
-    /// naming these contexts; after the last, they are posted with again,
-    /// and slots resting on them go back to their pools.
-    pub(crate) fn queue_done(&self) {
-        if self.queues_left.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
-        }
+    /// The queue can no longer hand out a completion naming these
+    /// contexts: they are posted with again, and slots resting on them go
+    /// back to their pools. Each mark is cleared once, whoever calls.
+    pub(crate) fn settle(&self) {
         for PoolMarks { pool, table, marks } in &self.pools {
             let pool = pool.upgrade();
             for &(slot, parity) in marks {

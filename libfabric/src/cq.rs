@@ -664,12 +664,16 @@ impl CqInner {
             return Err(refused_progress());
         }
         let ret = read()?;
-        let epoch = if ret > 0 { self.epochs.enter() } else { 0 };
+        if ret > 0 {
+            let epoch = self.epochs.enter();
+            drop(progress);
+            return Ok((ret, epoch));
+        }
         drop(progress);
         if ret == EAGAIN && awaiting != 0 {
             self.epochs.read_empty(awaiting, &self.lifecycle);
         }
-        Ok((ret, epoch))
+        Ok((ret, 0))
     }
 }
 
@@ -813,39 +817,25 @@ impl<F: Format> CompletionQueue<F> {
     #[doc(alias = "fi_cq_read")]
     #[inline]
     pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<Read<'b, F::Entry>> {
-        let (ret, epoch) = self.read_raw(buf);
+        let (ret, epoch) = self.read_raw(buf)?;
         decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_read")
     }
 
-    /// One `fi_cq_read`, undecoded, and its batch's epoch (see
-    /// [`CqInner::counted_read`], which this is with no error path).
+    /// One `fi_cq_read` through [`CqInner::counted_read`], undecoded, and
+    /// its batch's epoch.
     #[inline(always)]
-    pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> (isize, u64) {
+    pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> Result<(isize, u64)> {
         let count = buf.len().min(F::MAX_BATCH);
         if count == 0 {
-            return (EAGAIN, 0);
+            return Ok((EAGAIN, 0));
         }
-        let inner = &*self.inner;
-        let progress = inner.progress_guard();
-        let awaiting = inner.epochs.awaiting();
-        if Epochs::refused(awaiting) {
-            return (REFUSED, 0);
-        }
-        // SAFETY: fi_cq_read(3) writes at most count entries of the CQ's
-        // format into buf, whose element type is that format's struct; no
-        // endpoint bound to the queue is being enabled or closed (the
-        // progress guard).
-        let ret = unsafe { sys::fi_cq_read(inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) };
-        if ret > 0 {
-            let epoch = inner.epochs.enter();
-            drop(progress);
-            return (ret, epoch);
-        }
-        drop(progress);
-        if ret == EAGAIN && awaiting != 0 {
-            inner.epochs.read_empty(awaiting, &inner.lifecycle);
-        }
-        (ret, 0)
+        self.inner.counted_read(|| {
+            // SAFETY: fi_cq_read(3) writes at most count entries of the
+            // CQ's format into buf, whose element type is that format's
+            // struct; no endpoint bound to the queue is being enabled or
+            // closed (counted_read holds the progress guard).
+            Ok(unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) })
+        })
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
@@ -1170,15 +1160,8 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
     if ret == EAVAIL {
         return Ok(Read::ErrorPending);
     }
-    if ret == REFUSED {
-        return Err(refused_progress());
-    }
     Err(Error::fabric(call, ret as i64))
 }
-
-/// What `read_raw` returns for a queue whose progress must not run (see
-/// [`refused_progress`]); no C call returns it.
-const REFUSED: isize = isize::MIN;
 
 /// The error of a call that would run the progress of a queue bound to an
 /// endpoint that failed to enable (see `Endpoint::enable`).

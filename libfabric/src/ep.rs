@@ -323,7 +323,7 @@ impl Drop for EpInner {
         for (marks, cq) in [(sends, &bound.tx), (receives, &bound.rx)] {
             match (marks, cq) {
                 (Some(marks), Some(cq)) => cq.epochs.await_empty_read(marks),
-                (Some(marks), None) => marks.queue_done(),
+                (Some(marks), None) => marks.settle(),
                 (None, _) => {}
             }
         }

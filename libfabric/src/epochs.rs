@@ -194,7 +194,7 @@ impl Epochs {
         let mut waiting = self.waiting();
         if waiting.closed {
             drop(waiting);
-            marks.queue_done();
+            marks.settle();
             return;
         }
         waiting.next_seq += 1;
@@ -250,7 +250,7 @@ impl Epochs {
             Ordering::Release,
         );
         for marks in done {
-            marks.queue_done();
+            marks.settle();
         }
     }
 }

@@ -225,7 +225,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
             // As in AsyncEventQueue::read: yield once the budget is spent,
             // before taking anything.
             tokio::task::coop::consume_budget().await;
-            let (ret, epoch) = self.cq.read_raw(buf);
+            let (ret, epoch) = self.cq.read_raw(buf)?;
             if ret != EAGAIN {
                 return cq::decode(ret, epoch, &self.cq.inner.epochs, buf, "fi_cq_read");
             }

@@ -1376,17 +1376,10 @@ fn a_slot_comes_back_after_every_close_with_a_send_in_flight() {
     // stale contexts are now posted with again once the queue was read
     // empty after the close and the completions read before were released.
     let (fabric, domain, info) = fabric_domain();
-    if info.ep_type() == EpType::Msg {
-        // A MSG endpoint sends only once connected (refused before); the
-        // connected case is `buffers_in_flight_on_a_closed_endpoint_come_back`
-        // and the flush tests. Run on the RDM providers of the matrix.
-        println!(
-            "SKIP {}: provider {}: MSG endpoints send only once connected",
-            test_name(),
-            provider()
-        );
-        return;
-    }
+    // A MSG endpoint sends only once connected (refused before); the
+    // connected case is `buffers_in_flight_on_a_closed_endpoint_come_back`
+    // and the flush tests. Run on the RDM providers of the matrix.
+    skip_if_msg!(info, "MSG endpoints send only once connected");
     let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
     // A peer whose progress never runs (its queue is never read): rxd and
     // rxm wait for its answer, so the send stays in flight.
@@ -1443,14 +1436,7 @@ fn a_completion_held_across_the_close_keeps_its_context_stale() {
     // released, that context is not posted with again: were it, the held
     // completion would hand out the buffer of the new operation in flight.
     let (fabric, domain, info) = fabric_domain();
-    if info.ep_type() == EpType::Msg {
-        println!(
-            "SKIP {}: provider {}: MSG endpoints send only once connected",
-            test_name(),
-            provider()
-        );
-        return;
-    }
+    skip_if_msg!(info, "MSG endpoints send only once connected");
     let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
     let pool = BufferPool::new(&domain, 1, 64).unwrap();
     let receiver = receiving_endpoint(&fabric, &domain, &info, &cq);
@@ -1520,16 +1506,8 @@ fn addresses_inserted_between_binding_an_address_vector_and_enabling() {
     // bound to the vector, which fi_enable creates: an insert after
     // bind_av and before enable crashed. The vector is given to the
     // provider in enable, with inserts held off meanwhile.
-    let (fabric, domain, info) = fabric_domain();
-    if info.ep_type() == EpType::Msg {
-        println!(
-            "SKIP {}: provider {}: MSG endpoints have no address vector",
-            test_name(),
-            provider()
-        );
-        return;
-    }
-    let _ = &fabric;
+    let (_fabric, domain, info) = fabric_domain();
+    skip_if_msg!(info, "MSG endpoints have no address vector");
     let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
     let av = AddressVector::open(&domain, AvType::Table, 8).unwrap();
     let ep = Endpoint::open(&domain, &info).unwrap();

@@ -101,6 +101,23 @@ pub fn test_name() -> String {
         .to_string()
 }
 
+/// Returns from the calling test when `info` gives connected (MSG)
+/// endpoints, printing a typed skip line saying why (`$why`).
+#[macro_export]
+macro_rules! skip_if_msg {
+    ($info:expr, $why:literal) => {
+        if $info.ep_type() == libfabric::info::EpType::Msg {
+            println!(
+                "SKIP {}: provider {}: {}",
+                $crate::common::test_name(),
+                $crate::common::provider(),
+                $why
+            );
+            return;
+        }
+    };
+}
+
 /// Returns early from a test that needs connected (FI_EP_MSG) endpoints
 /// on a provider that has none, printing a typed skip line.
 #[macro_export]
