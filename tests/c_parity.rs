@@ -12,8 +12,8 @@ mod baselines;
 #[allow(dead_code)]
 mod micro;
 
-use libfabric::cq::{MsgEntry, Read as CqRead};
-use libfabric::eq::{Event, EventBuf, Read};
+use libfabric::cq::{CqRead, MsgEntry};
+use libfabric::eq::{EqRead, Event, EventBuf};
 use libfabric::sys;
 use libfabric::wait::{trywait, TryWait};
 use micro::{Kind, Queues, CASES};
@@ -28,7 +28,7 @@ fn queues() -> Queues {
 fn assert_empty(q: &Queues) {
     let mut buf = EventBuf::new();
     assert!(
-        matches!(q.eq.read(&mut buf), Ok(Read::Empty)),
+        matches!(q.eq.read(&mut buf), Ok(EqRead::Empty)),
         "Rust: the EQ is empty"
     );
     assert_eq!(baselines::eq_read(&q.eq).ret, EAGAIN, "C: the EQ is empty");
@@ -80,7 +80,7 @@ fn trywait_answers_the_same_before_and_after_a_write() {
     assert_eq!(rust_trywait(), TryWait::EventsPending);
     assert_eq!(c_trywait(), -sys::errno::FI_EAGAIN);
     let mut buf = EventBuf::new();
-    assert!(matches!(q.eq.read(&mut buf), Ok(Read::Event(Event::Notify(e))) if e.data == 4));
+    assert!(matches!(q.eq.read(&mut buf), Ok(EqRead::Event(Event::Notify(e))) if e.data == 4));
     assert_eq!(rust_trywait(), TryWait::MayBlock);
     assert_eq!(c_trywait(), 0);
 }
@@ -98,7 +98,7 @@ fn an_event_reads_the_same_whichever_side_wrote_it() {
         "fi_eq_write returns the bytes written"
     );
     match q.eq.read(&mut buf) {
-        Ok(Read::Event(Event::Notify(e))) => {
+        Ok(EqRead::Event(Event::Notify(e))) => {
             assert_eq!(e.fid, q.eq.fid());
             assert_eq!((e.context, e.data), (0x1234, 42));
         }

@@ -15,7 +15,7 @@
 mod common;
 
 use common::*;
-use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
+use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
 use libfabric::ep::CqBind;
 use libfabric::eq::{EventBuf, Fid};
 use libfabric::wait::WaitObj;
@@ -73,7 +73,7 @@ fn peer_process_streaming_sends() {
                     drop(pool.reclaim(e));
                 }
             }
-            Ok(CqRead::ErrorPending) => return, // the survivor went away
+            Ok(CqRead::Error(_)) => return, // the survivor went away
             Ok(_) => {}
             Err(e) => panic!("peer: fi_cq_sread: {e}"),
         }
@@ -263,12 +263,7 @@ fn a_peer_killed_mid_traffic_is_detected_and_the_listener_accepts_again() {
                     server.ep.recv(buf).expect("repost fi_recv");
                 }
             }
-            CqRead::ErrorPending => {
-                let mut err = server
-                    .cq
-                    .read_err(&mut errbuf)
-                    .expect("fi_cq_readerr")
-                    .expect("error entry");
+            CqRead::Error(mut err) => {
                 seen.failed(&mut err, killed_at, &server.pool);
             }
             _ => {}
@@ -332,12 +327,7 @@ fn a_peer_killed_mid_traffic_is_detected_and_the_listener_accepts_again() {
                     drained += 1;
                 }
             }
-            CqRead::ErrorPending => {
-                let mut err = server
-                    .cq
-                    .read_err(&mut errbuf)
-                    .expect("fi_cq_readerr")
-                    .expect("error entry");
+            CqRead::Error(mut err) => {
                 seen.failed(&mut err, Some(killed_at), &server.pool);
             }
             _ => break,
@@ -494,7 +484,7 @@ fn exchange(tx: Side<'_>, rx: Side<'_>, msg: &[u8]) -> Vec<u8> {
                     sent = true;
                 }
             }
-            CqRead::ErrorPending => panic!("send failed"),
+            CqRead::Error(e) => panic!("send failed: {e:?}"),
             _ => {}
         }
         match rx.1.read(&mut entries).expect("fi_cq_read") {
@@ -506,7 +496,7 @@ fn exchange(tx: Side<'_>, rx: Side<'_>, msg: &[u8]) -> Vec<u8> {
                     received = Some(buf[..e.len()].to_vec());
                 }
             }
-            CqRead::ErrorPending => panic!("receive failed"),
+            CqRead::Error(e) => panic!("receive failed: {e:?}"),
             _ => {}
         }
         assert!(Instant::now() < deadline, "no exchange within 10 s");

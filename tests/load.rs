@@ -14,8 +14,8 @@
 mod common;
 
 use common::*;
-use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
-use libfabric::eq::{EqAttr, ErrDataBuf, Event, EventBuf, Read};
+use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
+use libfabric::eq::{EqAttr, EqRead, ErrDataBuf, Event, EventBuf};
 use libfabric::tokio::AsyncEventQueue;
 use libfabric::wait::WaitObj;
 use libfabric::{Buffer, EventQueue};
@@ -115,12 +115,12 @@ fn a_million_events_read_by_several_threads() {
                 let mut mine = 0u64;
                 loop {
                     match eq.sread(&mut buf, Some(Duration::from_secs(10))).unwrap() {
-                        Read::Event(Event::Notify(e)) if e.context == STOP => break,
-                        Read::Event(Event::Notify(e)) => {
+                        EqRead::Event(Event::Notify(e)) if e.context == STOP => break,
+                        EqRead::Event(Event::Notify(e)) => {
                             tally.event(e.data, eq, READERS);
                             mine += 1;
                         }
-                        Read::TimedOut => panic!(
+                        EqRead::TimedOut => panic!(
                             "reader {r} waited 10 s with {} of {n} events read",
                             tally.read.load(Ordering::Acquire)
                         ),
@@ -134,7 +134,7 @@ fn a_million_events_read_by_several_threads() {
     tally.check("event queue, 3 reader threads", start);
     let mut buf = EventBuf::new();
     assert!(
-        matches!(eq.read(&mut buf).unwrap(), Read::Empty),
+        matches!(eq.read(&mut buf).unwrap(), EqRead::Empty),
         "nothing is left over"
     );
 }
@@ -171,8 +171,8 @@ fn a_million_events_read_by_several_tokio_tasks() {
                                 })
                                 .unwrap();
                         match read {
-                            Read::Event(Event::Notify(e)) if e.context == STOP => break,
-                            Read::Event(Event::Notify(e)) => {
+                            EqRead::Event(Event::Notify(e)) if e.context == STOP => break,
+                            EqRead::Event(Event::Notify(e)) => {
                                 tally.event(e.data, aeq.get_ref(), TASKS);
                                 mine += 1;
                             }
@@ -210,7 +210,7 @@ fn a_million_events_read_by_several_tokio_tasks() {
     tally.check("event queue, 4 tokio tasks on 2 workers", start);
     let mut buf = EventBuf::new();
     assert!(
-        matches!(eq.read(&mut buf).unwrap(), Read::Empty),
+        matches!(eq.read(&mut buf).unwrap(), EqRead::Empty),
         "nothing is left over"
     );
 }
@@ -298,8 +298,7 @@ fn receive(
             .expect("fi_cq_sread")
         {
             CqRead::Completions(got) => got,
-            CqRead::ErrorPending => {
-                let err = pair.server_cq.read_err(&mut errbuf).expect("fi_cq_readerr");
+            CqRead::Error(err) => {
                 panic!("reader {r}: error completion {err:?}")
             }
             _ => {
@@ -395,8 +394,7 @@ fn send_all(pair: &Pair<Msg>, n: u64) -> u64 {
                     completed += 1;
                 }
             }
-            CqRead::ErrorPending => {
-                let err = pair.client_cq.read_err(&mut errbuf).expect("fi_cq_readerr");
+            CqRead::Error(err) => {
                 panic!("sender: error completion {err:?}")
             }
             _ => assert!(

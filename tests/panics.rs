@@ -14,7 +14,7 @@
 mod common;
 
 use common::*;
-use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
+use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
 use libfabric::ep::CqBind;
 use libfabric::eq::EventBuf;
 use libfabric::{BufferPool, CompletionQueue, Domain, Endpoint, PassiveEndpoint};
@@ -105,7 +105,7 @@ fn a_panic_while_handling_completions_loses_no_buffer() {
                         handled.set(handled.get() + 1);
                     }
                 }
-                CqRead::ErrorPending => panic!("error completion"),
+                CqRead::Error(e) => panic!("error completion: {e:?}"),
                 _ => assert!(Instant::now() < deadline, "receives within 10 s"),
             }
         }
@@ -301,11 +301,11 @@ fn a_panic_while_a_connection_request_is_held_frees_its_info_once() {
     loop {
         let _ = third.eq.peek(&mut EventBuf::new());
         match eq.peek(&mut buf).expect("fi_eq_read(FI_PEEK)") {
-            libfabric::eq::Read::Event(libfabric::eq::Event::ConnReq(c)) => {
+            libfabric::eq::EqRead::Event(libfabric::eq::Event::ConnReq(c)) => {
                 assert!(c.request.is_none(), "a peeked request stays with the queue");
                 break;
             }
-            libfabric::eq::Read::Empty => {}
+            libfabric::eq::EqRead::Empty => {}
             other => panic!("{other:?}"),
         }
         assert!(Instant::now() < deadline, "no FI_CONNREQ within 10 s");

@@ -9,7 +9,7 @@ use super::Res;
 use libfabric::av::AvType;
 use libfabric::cq::{Addr, Context, CqAttr};
 use libfabric::ep::{socket_addr, CqBind};
-use libfabric::eq::{EqAttr, ErrDataBuf, Event, EventBuf, Read};
+use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType, Info, InfoEntry};
 use libfabric::wait::WaitObj;
 use libfabric::{
@@ -93,8 +93,8 @@ fn hints(opts: &Options) -> Res<Hints> {
         EpKind::Msg => EpType::Msg,
         EpKind::Rdm => EpType::Rdm,
     };
-    Ok(Hints::new()?
-        .provider(&opts.provider_name())?
+    Ok(Hints::new()
+        .provider(&opts.provider_name())
         .ep_type(ep)
         .caps(Caps::MSG))
 }
@@ -224,32 +224,29 @@ pub fn next_cm(
     };
     loop {
         match eq.sread(&mut buf, Some(EQ_SLICE))? {
-            Read::Event(Event::ConnReq(req)) => {
-                let request = req.request.ok_or("FI_CONNREQ without its request")?;
+            EqRead::Event(Event::ConnReq(req)) => {
+                let request = req.request;
                 let from = socket_addr(request.info().dest_addr())
                     .map(|a| format!(" from {a}"))
                     .unwrap_or_default();
                 log.record(side, format!("FI_CONNREQ{from}{}", data_text(req.data)));
                 return Ok(Some(Cm::ConnReq(request)));
             }
-            Read::Event(Event::Connected(c)) => {
+            EqRead::Event(Event::Connected(c)) => {
                 log.record(side, format!("FI_CONNECTED{}", data_text(c.data)));
                 return Ok(Some(Cm::Connected));
             }
-            Read::Event(Event::Shutdown(_)) => {
+            EqRead::Event(Event::Shutdown(_)) => {
                 log.record(side, "FI_SHUTDOWN".into());
                 return Ok(Some(Cm::Shutdown));
             }
-            Read::Event(other) => log.record(side, format!("{other:?}")),
-            Read::ErrorPending => {
-                let mut data = ErrDataBuf::new();
-                if let Some(err) = eq.read_err(&mut data)? {
-                    let text = eq.strerror(&err);
-                    log.record(side, format!("error entry: {}", err.err));
-                    return Ok(Some(Cm::Failed(err.err, text)));
-                }
+            EqRead::Event(other) => log.record(side, format!("{other:?}")),
+            EqRead::Error(err) => {
+                let text = eq.strerror(&err);
+                log.record(side, format!("error entry: {}", err.err));
+                return Ok(Some(Cm::Failed(err.err, text)));
             }
-            Read::Empty | Read::TimedOut => {}
+            EqRead::Empty | EqRead::TimedOut | EqRead::ErrorPending => {}
         }
         drive();
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -261,9 +258,9 @@ pub fn next_cm(
 /// Opens a server's fabric endpoint on `node` (MSG: all interfaces if
 /// `None`; RDM: the provider's default address) and a free port.
 pub fn listen(opts: &Options, node: Option<&str>, log: &Arc<EventLog>) -> Res<(Listener, Address)> {
-    let mut hints = hints(opts)?.service("0")?.source(true);
+    let mut hints = hints(opts)?.service("0").source(true);
     if let Some(node) = node {
-        hints = hints.node(node)?;
+        hints = hints.node(node);
     }
     let info = first(&hints)?;
     let fabric = Fabric::open(&info)?;
@@ -366,9 +363,9 @@ pub fn accept(listener: Listener, opts: &Options, hello: &Msg) -> Res<Link> {
 /// Opens the client's endpoint for the server at `host` whose fabric
 /// endpoint is `address`, with its buffers; `connect` then connects it.
 pub fn open(opts: &Options, host: &str, address: &Msg, log: &Arc<EventLog>) -> Res<Link> {
-    let mut hints = hints(opts)?.node(host)?;
+    let mut hints = hints(opts)?.node(host);
     if opts.ep == EpKind::Msg {
-        hints = hints.service(&address.a.to_string())?;
+        hints = hints.service(&address.a.to_string());
     }
     let info = first(&hints)?;
     let fabric = Fabric::open(&info)?;

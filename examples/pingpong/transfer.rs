@@ -14,8 +14,7 @@ use super::control::{Control, Kind, FLAG_VERIFY};
 use super::report::Row;
 use super::setup::Link;
 use super::Res;
-use libfabric::cq::{Context, ContextEntry, Read as CqRead};
-use libfabric::eq::ErrDataBuf;
+use libfabric::cq::{Context, ContextEntry, CqError, CqRead};
 use libfabric::tokio::AsyncCompletionQueue;
 use libfabric::wait::Waiter;
 use libfabric::{Buffer, BufferPool, CompletionQueue, Errno};
@@ -137,8 +136,8 @@ impl<'l> Driver<'l> {
             Mode::Spin => Wait::Spin,
             Mode::Sread => Wait::Sread,
             Mode::Fd => Wait::Fd {
-                tx: Waiter::new(&link.fabric, &[&link.tx_cq])?,
-                rx: Waiter::new(&link.fabric, &[&link.rx_cq])?,
+                tx: Waiter::new(&[&link.tx_cq])?,
+                rx: Waiter::new(&[&link.rx_cq])?,
             },
             Mode::Tokio => {
                 let rt = tokio::runtime::Builder::new_current_thread()
@@ -205,7 +204,7 @@ impl<'l> Driver<'l> {
                 Found::Completion(None) => {
                     return Err("a completion for a buffer that is not ours".into())
                 }
-                Found::Error => return Err(self.failed(cq, queue)),
+                Found::Error(err) => return Err(self.failed(cq, err, queue)),
                 Found::Nothing => {}
             }
             idle += 1;
@@ -224,33 +223,31 @@ impl<'l> Driver<'l> {
     }
 
     /// Reads the error completion waiting on `cq` and describes it.
-    fn failed(&self, cq: &CompletionQueue<Context>, queue: Queue) -> super::Error {
+    fn failed(
+        &self,
+        cq: &CompletionQueue<Context>,
+        mut err: CqError<'_>,
+        queue: Queue,
+    ) -> super::Error {
         let what = match queue {
             Queue::Tx => "a send",
             Queue::Rx => "a receive",
         };
-        let mut data = ErrDataBuf::new();
-        match cq.read_err(&mut data) {
-            Ok(Some(mut err)) => {
-                // Hand the buffer back to its pool: nothing stays in flight.
-                let _ = self.pool.reclaim_err(&mut err);
-                let hint = match err.err {
-                    Errno::Canceled | Errno::ConnReset | Errno::NotConn | Errno::Shutdown => {
-                        format!(": {} closed the connection", self.link.peer_name)
-                    }
-                    _ => String::new(),
-                };
-                format!(
-                    "{}: {what} failed with {} ({}){hint}",
-                    self.link.side,
-                    err.err,
-                    cq.strerror(&err)
-                )
-                .into()
+        // Hand the buffer back to its pool: nothing stays in flight.
+        let _ = self.pool.reclaim_err(&mut err);
+        let hint = match err.err {
+            Errno::Canceled | Errno::ConnReset | Errno::NotConn | Errno::Shutdown => {
+                format!(": {} closed the connection", self.link.peer_name)
             }
-            Ok(None) => format!("{}: {what} failed", self.link.side).into(),
-            Err(e) => e.into(),
-        }
+            _ => String::new(),
+        };
+        format!(
+            "{}: {what} failed with {} ({}){hint}",
+            self.link.side,
+            err.err,
+            cq.strerror(&err)
+        )
+        .into()
     }
 
     /// Reads the transmit CQ once so that the provider makes progress while
@@ -273,7 +270,7 @@ impl<'l> Driver<'l> {
         let read = self.link.tx_cq.read(&mut entries)?;
         match read {
             CqRead::Completions(_) => Err("an unexpected send completion".into()),
-            CqRead::ErrorPending => Err(self.failed(&self.link.tx_cq, Queue::Tx)),
+            CqRead::Error(err) => Err(self.failed(&self.link.tx_cq, err, Queue::Tx)),
             _ => Ok(()),
         }
     }
@@ -364,14 +361,14 @@ impl<'l> Driver<'l> {
 enum Found {
     /// A completion, and the buffer it handed back.
     Completion(Option<Buffer>),
-    Error,
+    Error(CqError<'static>),
     Nothing,
 }
 
 fn found<T: libfabric::cq::CompletionEntry>(read: CqRead<'_, T>, pool: &BufferPool) -> Found {
     match read {
         CqRead::Completions(done) => Found::Completion(pool.reclaim(&done[0])),
-        CqRead::ErrorPending => Found::Error,
+        CqRead::Error(err) => Found::Error(err),
         _ => Found::Nothing,
     }
 }

@@ -4,8 +4,8 @@
 //! ```
 //! use libfabric::{av::AvType, cq::{CqAttr, Tagged}, ep::CqBind, info::{Caps, EpType}};
 //! use libfabric::{getinfo, AddressVector, CompletionQueue, Domain, Endpoint, Fabric, Hints};
-//! let hints = Hints::new()?.provider("tcp;ofi_rxm")?.ep_type(EpType::Rdm)
-//!     .caps(Caps::MSG | Caps::TAGGED).node("127.0.0.1")?;
+//! let hints = Hints::new().provider("tcp;ofi_rxm").ep_type(EpType::Rdm)
+//!     .caps(Caps::MSG | Caps::TAGGED).node("127.0.0.1");
 //! let info = getinfo(&hints)?.into_iter().next().expect("tcp;ofi_rxm");
 //! let domain = Domain::open(&Fabric::open(&info)?, &info)?;
 //! let av = AddressVector::open(&domain, AvType::Table, 8)?;

@@ -312,7 +312,7 @@ impl Drop for PoolInner {
 ///
 /// ```
 /// use libfabric::{info::{getinfo, Hints}, BufferPool, Domain, Fabric};
-/// let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+/// let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 /// let info = list.first().unwrap();
 /// let domain = Domain::open(&Fabric::open(info)?, info)?;
 /// let pool = BufferPool::new(&domain, 4, 4096)?;

@@ -5,24 +5,26 @@
 //! slice of the right entry type and allocates nothing.
 //!
 //! ```
-//! use libfabric::{info::{getinfo, Hints}, cq::{CqAttr, Msg, MsgEntry, Read}, Domain, Fabric, CompletionQueue};
-//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! use libfabric::{info::{getinfo, Hints}, cq::{CqAttr, Msg, MsgEntry, CqRead}, Domain, Fabric, CompletionQueue};
+//! let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 //! let info = list.first().unwrap();
 //! let fabric = Fabric::open(info)?;
 //! let domain = Domain::open(&fabric, info)?;
 //! let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(128))?;
 //! let mut entries: [MsgEntry; 16] = Default::default();
-//! assert!(matches!(cq.read(&mut entries)?, Read::Empty));
+//! assert!(matches!(cq.read(&mut entries)?, CqRead::Empty));
 //! # Ok::<(), libfabric::Error>(())
 //! ```
 
+use crate::buffer::{Buffer, BufferPool};
 use crate::domain::{Domain, DomainInner};
 use crate::epochs::Epochs;
 use crate::eq::{ErrDataBuf, Fid};
 use crate::error::{
-    check, check_len, check_queue_size, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL,
-    ECANCELED, ETIMEDOUT,
+    check, check_queue_size, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL, ECANCELED,
+    ETIMEDOUT,
 };
+use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
     query_wait_obj, refuse_poisoned, sealed, timeout_ms, trywait_raw, TryWait, WaitObj, WaitSet,
@@ -30,6 +32,7 @@ use crate::wait::{
 };
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
+use std::borrow::Cow;
 use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
@@ -95,6 +98,20 @@ pub trait CompletionEntry: sealed::Sealed + Default + Send + 'static {
     /// outside would leave its buffer neither reclaimed nor handed back.
     #[doc(hidden)]
     fn take_context(&self, token: sealed::Token) -> *mut c_void;
+    /// The members a [`Completion`] copies: flags, length, remote CQ data
+    /// and tag, 0 where the format has none.
+    #[doc(hidden)]
+    fn members(&self, token: sealed::Token) -> Members;
+}
+
+/// What [`CompletionEntry::members`] copies out of an entry.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Members {
+    flags: u64,
+    len: usize,
+    data: u64,
+    tag: u64,
 }
 
 /// A CQ format: the entry type and its `enum fi_cq_format`. Sealed.
@@ -108,7 +125,7 @@ pub trait Format: sealed::Sealed + Send + Sync + 'static {
 }
 
 macro_rules! entry_type {
-    ($(#[$doc:meta])* $name:ident($raw:ident), $format:ident, $fmt:ident) => {
+    ($(#[$doc:meta])* $name:ident($raw:ident), $format:ident, $fmt:ident, |$r:ident| $members:expr) => {
         $(#[$doc])*
         ///
         /// Not `Clone`, and reached only by shared reference once read: each
@@ -163,6 +180,11 @@ macro_rules! entry_type {
                 // alive (see raw).
                 unsafe { ptr::replace(&raw mut (*self.0.get()).op_context, ptr::null_mut()) }
             }
+            #[inline]
+            fn members(&self, _: sealed::Token) -> Members {
+                let $r = self.raw();
+                $members
+            }
         }
 
         /// The format whose entries are
@@ -182,19 +204,23 @@ macro_rules! entry_type {
 
 entry_type!(
     /// `struct fi_cq_entry` (`FI_CQ_FORMAT_CONTEXT`): the context only.
-    ContextEntry(fi_cq_entry), Context, FI_CQ_FORMAT_CONTEXT
+    ContextEntry(fi_cq_entry), Context, FI_CQ_FORMAT_CONTEXT,
+    |_r| Members::default()
 );
 entry_type!(
     /// `struct fi_cq_msg_entry` (`FI_CQ_FORMAT_MSG`).
-    MsgEntry(fi_cq_msg_entry), Msg, FI_CQ_FORMAT_MSG
+    MsgEntry(fi_cq_msg_entry), Msg, FI_CQ_FORMAT_MSG,
+    |r| Members { flags: r.flags, len: r.len, ..Members::default() }
 );
 entry_type!(
     /// `struct fi_cq_data_entry` (`FI_CQ_FORMAT_DATA`).
-    DataEntry(fi_cq_data_entry), Data, FI_CQ_FORMAT_DATA
+    DataEntry(fi_cq_data_entry), Data, FI_CQ_FORMAT_DATA,
+    |r| Members { flags: r.flags, len: r.len, data: r.data, tag: 0 }
 );
 entry_type!(
     /// `struct fi_cq_tagged_entry` (`FI_CQ_FORMAT_TAGGED`).
-    TaggedEntry(fi_cq_tagged_entry), Tagged, FI_CQ_FORMAT_TAGGED
+    TaggedEntry(fi_cq_tagged_entry), Tagged, FI_CQ_FORMAT_TAGGED,
+    |r| Members { flags: r.flags, len: r.len, data: r.data, tag: r.tag }
 );
 
 /// Accessors of the members every format but CONTEXT has.
@@ -280,6 +306,10 @@ impl CompletionEntry for UnspecEntry {
     fn take_context(&self, token: sealed::Token) -> *mut c_void {
         self.0.take_context(token)
     }
+    /// Only the context is known (the provider picked the format).
+    fn members(&self, _: sealed::Token) -> Members {
+        Members::default()
+    }
 }
 
 impl fmt::Debug for UnspecEntry {
@@ -320,13 +350,56 @@ impl Default for Addr {
     }
 }
 
+/// One completion, read on its own with its buffer taken back from its
+/// pool: what [`CompletionQueue::wait_one`] and
+/// [`AsyncCompletionQueue::next`](crate::tokio::AsyncCompletionQueue::next)
+/// return. The members the queue's format lacks are 0.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Completion {
+    /// The operation's buffer, back from its pool: `None` for an operation
+    /// posted from another pool.
+    pub buffer: Option<Buffer>,
+    /// Completion flags.
+    pub flags: CompletionFlags,
+    /// Bytes received (receives) or sent.
+    pub len: usize,
+    /// Remote CQ data, valid when `flags` has `REMOTE_CQ_DATA`.
+    pub data: u64,
+    /// The tag of a tagged receive.
+    pub tag: u64,
+}
+
+impl Completion {
+    /// The entry's members, and its buffer from `pool`.
+    pub(crate) fn take<E: CompletionEntry>(entry: &E, pool: &BufferPool) -> Self {
+        let m = entry.members(sealed::Token(()));
+        Completion {
+            buffer: pool.reclaim(entry),
+            flags: CompletionFlags::from_bits_retain(m.flags),
+            len: m.len,
+            data: m.data,
+            tag: m.tag,
+        }
+    }
+
+    /// The received bytes: the first `len` bytes of the buffer (empty
+    /// without one).
+    #[must_use]
+    pub fn bytes(&self) -> &[u8] {
+        self.buffer
+            .as_deref()
+            .map_or(&[], |b| &b[..self.len.min(b.len())])
+    }
+}
+
 /// Attributes of a completion queue (`struct fi_cq_attr`); the format is the
 /// queue's type parameter.
 #[derive(Debug, Clone)]
 pub struct CqAttr {
     size: usize,
     flags: u64,
-    pub(crate) wait_obj: WaitObj,
+    wait_obj: Option<WaitObj>,
     signaling_vector: i32,
     threshold: bool,
     wait_set: Option<WaitSet>,
@@ -339,12 +412,14 @@ impl Default for CqAttr {
 }
 
 impl CqAttr {
-    /// Provider default size, `FI_WAIT_NONE`.
+    /// Provider default size, the default wait object (the first of
+    /// `FI_WAIT_FD`, `FI_WAIT_UNSPEC` and `FI_WAIT_NONE` the provider
+    /// opens).
     pub fn new() -> Self {
         CqAttr {
             size: 0,
             flags: 0,
-            wait_obj: WaitObj::None,
+            wait_obj: None,
             signaling_vector: 0,
             threshold: false,
             wait_set: None,
@@ -357,18 +432,18 @@ impl CqAttr {
         self
     }
 
-    /// The wait object (default `FI_WAIT_NONE`). A raw value given as
+    /// The wait object (default: see [`WaitObj`'s provider table](crate::wait::WaitObj#default-wait-objects)). A raw value given as
     /// [`WaitObj::Other`] is taken as the variant libfabric names it by
     /// (`Other(0)` is `None`); one libfabric does not name is refused when
     /// the queue is opened.
     pub fn wait(mut self, wait_obj: WaitObj) -> Self {
-        self.wait_obj = wait_obj.normalized();
+        self.wait_obj = Some(wait_obj.normalized());
         self
     }
 
     /// Signal this wait set (`FI_WAIT_SET`).
     pub fn wait_set(mut self, set: &WaitSet) -> Self {
-        self.wait_obj = WaitObj::Set;
+        self.wait_obj = Some(WaitObj::Set);
         self.wait_set = Some(set.clone());
         self
     }
@@ -390,10 +465,15 @@ impl CqAttr {
 /// What a read of a completion queue found.
 #[derive(Debug)]
 #[must_use]
-pub enum Read<'b, T: CompletionEntry> {
+pub enum CqRead<'b, T: CompletionEntry> {
     /// Completions, at the start of the caller's slice, in a guard that
     /// hands back the buffers of those not reclaimed when it is dropped.
     Completions(Completions<'b, T>),
+    /// An error completion (`-FI_EAVAIL`, then `fi_cq_readerr`), its
+    /// `err_data` copied into memory of its own. Its buffer is taken with
+    /// [`BufferPool::reclaim_err`](crate::BufferPool::reclaim_err), or goes
+    /// back to its pool when the entry is dropped.
+    Error(CqError<'static>),
     /// Nothing to read (`-FI_EAGAIN`).
     Empty,
     /// The timeout of a blocking read passed.
@@ -402,19 +482,23 @@ pub enum Read<'b, T: CompletionEntry> {
     /// sent before it began was still unreported (libfabric reports both like
     /// a timeout; this crate tells them apart).
     Signaled,
-    /// An error completion is waiting (`-FI_EAVAIL`): read it with
-    /// [`CompletionQueue::read_err`].
-    ErrorPending,
 }
 
-impl<T: CompletionEntry> Read<'_, T> {
-    /// How many completions were read.
+impl<T: CompletionEntry> CqRead<'_, T> {
+    /// How many completions were read (an error entry is not counted).
+    #[must_use]
     pub fn count(&self) -> usize {
         match self {
-            Read::Completions(c) => c.len(),
+            CqRead::Completions(c) => c.len(),
             _ => 0,
         }
     }
+}
+
+/// A read decoded, before an error entry it announced is read.
+pub(crate) enum Decoded<'b, T: CompletionEntry> {
+    Read(CqRead<'b, T>),
+    ErrorPending,
 }
 
 /// The completions one read wrote, at the start of the caller's slice: a
@@ -488,7 +572,7 @@ impl<T: CompletionEntry + fmt::Debug> fmt::Debug for Completions<'_, T> {
 pub struct CqError<'b> {
     op_context: UnreclaimedContext,
     /// The data as the provider gave it, which `strerror` hands back.
-    provided: &'b [u8],
+    provided: Cow<'b, [u8]>,
     /// Completion flags of the failed operation.
     pub flags: CompletionFlags,
     /// Bytes transferred before the error.
@@ -504,7 +588,7 @@ pub struct CqError<'b> {
     /// The provider's own error number (see [`CompletionQueue::strerror`]).
     pub prov_errno: i32,
     /// Provider-specific error data.
-    pub err_data: &'b [u8],
+    pub err_data: Cow<'b, [u8]>,
 }
 
 /// The context of a failed operation. Like a completion entry, an error
@@ -532,6 +616,24 @@ unsafe impl Sync for CqError<'_> {}
 impl sealed::Sealed for CqError<'_> {}
 
 impl CqError<'_> {
+    /// The entry with its `err_data` in memory of its own, no longer
+    /// borrowing the [`ErrDataBuf`] it was read into.
+    #[must_use]
+    pub fn into_owned(self) -> CqError<'static> {
+        CqError {
+            op_context: self.op_context,
+            provided: Cow::Owned(self.provided.into_owned()),
+            flags: self.flags,
+            len: self.len,
+            data: self.data,
+            tag: self.tag,
+            olen: self.olen,
+            err: self.err,
+            prov_errno: self.prov_errno,
+            err_data: Cow::Owned(self.err_data.into_owned()),
+        }
+    }
+
     /// The failed operation's context.
     pub fn context(&self) -> usize {
         self.op_context.0 as usize
@@ -585,17 +687,10 @@ impl CqInner {
             if ret > 0 {
                 crate::buffer::release_unreclaimed(entry[0] as *mut c_void);
             } else if ret == EAVAIL {
-                let (data, size) = errbuf.raw_parts();
-                let mut err = sys::fi_cq_err_entry {
-                    err_data: data,
-                    err_data_size: size,
-                    ..Default::default()
-                };
-                // SAFETY: as in read_err.
-                if unsafe { sys::fi_cq_readerr(self.fid.as_ptr(), &mut err, 0) } < 0 {
-                    break;
+                match self.readerr_raw(&mut errbuf) {
+                    Ok(Some((err, _))) => crate::buffer::release_unreclaimed(err.op_context),
+                    _ => break,
                 }
-                crate::buffer::release_unreclaimed(err.op_context);
             } else {
                 break;
             }
@@ -646,6 +741,27 @@ impl CqInner {
     pub(crate) fn progress_guard(&self) -> RwLockReadGuard<'_, ()> {
         self.lifecycle.read().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// One `fi_cq_readerr` into `buf`: the entry and its `err_data`, or
+    /// `None` when there is no error entry. The caller holds the progress
+    /// guard where the queue may be in use.
+    fn readerr_raw<'b>(
+        &self,
+        buf: &'b mut ErrDataBuf,
+    ) -> Result<Option<(sys::fi_cq_err_entry, &'b [u8])>> {
+        buf.read_into("fi_cq_readerr", |err_data, err_data_size| {
+            let mut entry = sys::fi_cq_err_entry {
+                err_data,
+                err_data_size,
+                ..Default::default()
+            };
+            // SAFETY: fi_cq_readerr(3): entry is a full fi_cq_err_entry; a
+            // non-zero err_data_size asks the provider to copy err_data
+            // into our buffer (API >= 1.5).
+            let ret = unsafe { sys::fi_cq_readerr(self.fid.as_ptr(), &mut entry, 0) };
+            (ret, (entry.err_data, entry.err_data_size), entry)
+        })
+    }
 }
 
 impl CqInner {
@@ -694,6 +810,19 @@ impl<F: Format> Clone for CompletionQueue<F> {
 }
 
 impl<F: Format> CompletionQueue<F> {
+    /// `open` with the default wait object: `FI_WAIT_FD` where the
+    /// provider has it, else `FI_WAIT_UNSPEC`, else `FI_WAIT_NONE`.
+    #[cold]
+    fn open_default_wait(domain: &Domain, attr: &CqAttr) -> Result<Self> {
+        for wait in [WaitObj::Fd, WaitObj::Unspec] {
+            match Self::open(domain, &attr.clone().wait(wait)) {
+                Err(Error::UnsupportedWait { .. }) => continue,
+                other => return other,
+            }
+        }
+        Self::open(domain, &attr.clone().wait(WaitObj::None))
+    }
+
     /// `fi_cq_open` with format `F`.
     ///
     /// A wait object the provider cannot give is [`Error::UnsupportedWait`].
@@ -703,7 +832,10 @@ impl<F: Format> CompletionQueue<F> {
         // Normalised again (the builder did already) and refused when
         // unknown or FI_WAIT_YIELD: every check below and the C call see the
         // same named wait object.
-        let wait_obj = attr.wait_obj.checked("completion queue")?;
+        let Some(wait_obj) = attr.wait_obj else {
+            return Self::open_default_wait(domain, attr);
+        };
+        let wait_obj = wait_obj.checked("completion queue")?;
         if let Some(set) = &attr.wait_set {
             if !set.belongs_to(&domain.inner.fabric) {
                 return Err(Error::ForeignObject {
@@ -813,12 +945,51 @@ impl<F: Format> CompletionQueue<F> {
     }
 
     /// `fi_cq_read`: up to `buf.len()` completions, without blocking. An
-    /// empty `buf` reads nothing and gives [`Read::Empty`].
+    /// empty `buf` reads nothing and gives [`CqRead::Empty`].
     #[doc(alias = "fi_cq_read")]
     #[inline]
-    pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<Read<'b, F::Entry>> {
+    pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<CqRead<'b, F::Entry>> {
         let (ret, epoch) = self.read_raw(buf)?;
-        decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_read")
+        self.finish(decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_read")?)
+    }
+
+    /// The next completion, its buffer taken back from `pool`: blocks in
+    /// `fi_cq_sread` up to `timeout` (`None`: for ever) on a queue with a
+    /// wait object, and reads in a loop on one without. An error completion
+    /// is [`Error::Completion`] (its buffer goes back to its pool); the
+    /// timeout is [`Error::TimedOut`].
+    ///
+    /// A convenience for simple programs: it reads one completion per call.
+    /// Loops that must keep up with a NIC read batches with
+    /// [`read`](Self::read).
+    ///
+    /// # Errors
+    /// [`Error::Completion`], [`Error::TimedOut`], and the errors of
+    /// [`read`](Self::read) and [`sread`](Self::sread).
+    pub fn wait_one(&self, pool: &BufferPool, timeout: Option<Duration>) -> Result<Completion> {
+        let deadline = timeout.map(|t| Instant::now().checked_add(t));
+        let mut entry = [F::Entry::default()];
+        loop {
+            let read = if self.inner.wait_obj.can_sread() {
+                self.sread(&mut entry, timeout)?
+            } else {
+                self.read(&mut entry)?
+            };
+            match read {
+                CqRead::Completions(c) => return Ok(Completion::take(&c[0], pool)),
+                CqRead::Error(e) => return Err(Error::completion(&e)),
+                CqRead::TimedOut => {
+                    return Err(Error::TimedOut {
+                        call: "fi_cq_sread",
+                    })
+                }
+                CqRead::Empty | CqRead::Signaled => {}
+            }
+            if deadline.is_some_and(|d| d.is_some_and(|d| Instant::now() >= d)) {
+                return Err(Error::TimedOut { call: "fi_cq_read" });
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// One `fi_cq_read` through [`CqInner::counted_read`], undecoded, and
@@ -846,10 +1017,10 @@ impl<F: Format> CompletionQueue<F> {
         &'b self,
         buf: &'b mut [F::Entry],
         addrs: &mut [Addr],
-    ) -> Result<Read<'b, F::Entry>> {
+    ) -> Result<CqRead<'b, F::Entry>> {
         let count = buf.len().min(addrs.len()).min(F::MAX_BATCH);
         if count == 0 {
-            return Ok(Read::Empty);
+            return Ok(CqRead::Empty);
         }
         let (ret, epoch) = self.inner.counted_read(|| {
             // SAFETY: as read; src_addr receives count fi_addr_t values
@@ -863,7 +1034,13 @@ impl<F: Format> CompletionQueue<F> {
                 )
             })
         })?;
-        decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_readfrom")
+        self.finish(decode(
+            ret,
+            epoch,
+            &self.inner.epochs,
+            buf,
+            "fi_cq_readfrom",
+        )?)
     }
 
     fn check_sread(&self, call: &'static str) -> Result<()> {
@@ -884,7 +1061,7 @@ impl<F: Format> CompletionQueue<F> {
         &'b self,
         buf: &'b mut [F::Entry],
         timeout: Option<Duration>,
-    ) -> Result<Read<'b, F::Entry>> {
+    ) -> Result<CqRead<'b, F::Entry>> {
         self.sread_inner(buf, None, ptr::null(), timeout, "fi_cq_sread")
     }
 
@@ -899,7 +1076,7 @@ impl<F: Format> CompletionQueue<F> {
         buf: &'b mut [F::Entry],
         threshold: usize,
         timeout: Option<Duration>,
-    ) -> Result<Read<'b, F::Entry>> {
+    ) -> Result<CqRead<'b, F::Entry>> {
         if !self.inner.threshold {
             return Err(Error::InvalidArgument(
                 "sread_threshold needs a queue opened with CqAttr::threshold_condition(true)"
@@ -933,7 +1110,7 @@ impl<F: Format> CompletionQueue<F> {
         buf: &'b mut [F::Entry],
         addrs: &mut [Addr],
         timeout: Option<Duration>,
-    ) -> Result<Read<'b, F::Entry>> {
+    ) -> Result<CqRead<'b, F::Entry>> {
         self.sread_inner(buf, Some(addrs), ptr::null(), timeout, "fi_cq_sreadfrom")
     }
 
@@ -944,7 +1121,7 @@ impl<F: Format> CompletionQueue<F> {
         cond: *const c_void,
         timeout: Option<Duration>,
         call: &'static str,
-    ) -> Result<Read<'b, F::Entry>> {
+    ) -> Result<CqRead<'b, F::Entry>> {
         self.check_sread(call)?;
         let count = match &addrs {
             None => buf.len(),
@@ -981,16 +1158,16 @@ impl<F: Format> CompletionQueue<F> {
             let sent = self.inner.signals.load(Ordering::Acquire);
             let reported = self.inner.signals_reported.swap(sent, Ordering::AcqRel);
             if sent != reported {
-                return Ok(Read::Signaled);
+                return Ok(CqRead::Signaled);
             }
             // Not a signal of ours: a timeout, or the wake-up of a signal
             // already reported (an sread that returned at once leaves the
             // wait object signaled). Before the deadline, reset the wait
             // object (fi_trywait, fi_poll(3)) and block again for the rest.
             match remaining {
-                Some(r) if r.is_zero() => return Ok(Read::TimedOut),
+                Some(r) if r.is_zero() => return Ok(CqRead::TimedOut),
                 Some(_) if deadline.is_some_and(|d| d.is_some_and(|d| Instant::now() >= d)) => {
-                    return Ok(Read::TimedOut)
+                    return Ok(CqRead::TimedOut)
                 }
                 _ => {}
             }
@@ -1003,7 +1180,7 @@ impl<F: Format> CompletionQueue<F> {
                 continue;
             }
         };
-        decode(ret.0, ret.1, &self.inner.epochs, buf, call)
+        self.finish(decode(ret.0, ret.1, &self.inner.epochs, buf, call)?)
     }
 
     /// One `fi_cq_sread` / `fi_cq_sreadfrom` of `count` entries, and its
@@ -1049,31 +1226,22 @@ impl<F: Format> CompletionQueue<F> {
     }
 
     /// `fi_cq_readerr`: the next error completion, its `err_data` copied
-    /// into `buf`; `None` when there is none.
+    /// into `buf`; `None` when there is none. The reads hand error
+    /// completions back themselves ([`CqRead::Error`], its `err_data`
+    /// copied into memory of its own); this reads one into a buffer of the
+    /// caller's, allocating nothing.
     #[doc(alias = "fi_cq_readerr")]
     pub fn read_err<'b>(&self, buf: &'b mut ErrDataBuf) -> Result<Option<CqError<'b>>> {
-        let (data, size) = buf.raw_parts();
-        let mut entry = sys::fi_cq_err_entry {
-            err_data: data,
-            err_data_size: size,
-            ..Default::default()
-        };
         let progress = self.inner.progress_guard();
-        // SAFETY: fi_cq_readerr(3): entry is a full fi_cq_err_entry; a
-        // non-zero err_data_size asks the provider to copy err_data into our
-        // buffer (API >= 1.5).
-        let ret = unsafe { sys::fi_cq_readerr(self.inner.fid.as_ptr(), &mut entry, 0) };
+        let read = self.inner.readerr_raw(buf)?;
         // An error entry naming a context is a batch of its own (see the
         // epochs module), counted under the progress guard.
-        let ticket = (ret >= 0 && !entry.op_context.is_null())
-            .then(|| (self.inner.epochs.clone(), self.inner.epochs.enter()));
+        let ticket = read.as_ref().and_then(|(entry, _)| {
+            (!entry.op_context.is_null())
+                .then(|| (self.inner.epochs.clone(), self.inner.epochs.enter()))
+        });
         drop(progress);
-        if ret == EAGAIN {
-            return Ok(None);
-        }
-        check_len("fi_cq_readerr", ret)?;
-        let err_data = buf.finish(entry.err_data, entry.err_data_size);
-        Ok(Some(CqError {
+        Ok(read.map(|(entry, err_data)| CqError {
             op_context: UnreclaimedContext(entry.op_context, ticket),
             flags: CompletionFlags::from_bits_retain(entry.flags),
             len: entry.len,
@@ -1086,13 +1254,35 @@ impl<F: Format> CompletionQueue<F> {
             // 1.17), which read as is was an unknown code.
             err: Errno::from_raw(entry.err.wrapping_abs()),
             prov_errno: entry.prov_errno,
-            err_data,
-            provided: err_data,
+            err_data: Cow::Borrowed(err_data),
+            provided: Cow::Borrowed(err_data),
         }))
     }
 
+    /// The next error completion with its `err_data` copied into memory of
+    /// its own: what the reads hand back for `-FI_EAVAIL` (error entries
+    /// are rare, so their allocation is off the data path).
+    #[cold]
+    fn read_err_owned(&self) -> Result<Option<CqError<'static>>> {
+        let mut buf = ErrDataBuf::new();
+        Ok(self.read_err(&mut buf)?.map(CqError::into_owned))
+    }
+
+    /// A decoded read, with an error entry read and handed back.
+    #[inline(always)]
+    pub(crate) fn finish<'b>(&self, read: Decoded<'b, F::Entry>) -> Result<CqRead<'b, F::Entry>> {
+        match read {
+            Decoded::Read(read) => Ok(read),
+            Decoded::ErrorPending => Ok(match self.read_err_owned()? {
+                Some(e) => CqRead::Error(e),
+                // Another reader took it meanwhile.
+                None => CqRead::Empty,
+            }),
+        }
+    }
+
     /// `fi_cq_signal`: wakes a thread blocked in `sread`, which then returns
-    /// [`Read::Signaled`].
+    /// [`CqRead::Signaled`].
     #[doc(alias = "fi_cq_signal")]
     pub fn signal(&self) -> Result<()> {
         self.inner.signals.fetch_add(1, Ordering::AcqRel);
@@ -1145,20 +1335,20 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
     epochs: &'b Epochs,
     buf: &'b mut [T],
     call: &'static str,
-) -> Result<Read<'b, T>> {
+) -> Result<Decoded<'b, T>> {
     if ret > 0 {
         let n = (ret as usize).min(buf.len());
-        return Ok(Read::Completions(Completions {
+        return Ok(Decoded::Read(CqRead::Completions(Completions {
             entries: &mut buf[..n],
             epochs,
             epoch,
-        }));
+        })));
     }
     if ret == EAGAIN || ret == 0 {
-        return Ok(Read::Empty);
+        return Ok(Decoded::Read(CqRead::Empty));
     }
     if ret == EAVAIL {
-        return Ok(Read::ErrorPending);
+        return Ok(Decoded::ErrorPending);
     }
     Err(Error::fabric(call, ret as i64))
 }
@@ -1181,6 +1371,11 @@ impl<F: Format> Waitable for CompletionQueue<F> {
     }
     fn fabric_ptr(&self) -> *const () {
         Arc::as_ptr(&self.inner.domain.fabric).cast()
+    }
+    fn fabric(&self) -> Fabric {
+        Fabric {
+            inner: self.inner.domain.fabric.clone(),
+        }
     }
     fn wait_obj(&self) -> WaitObj {
         self.inner.wait_obj

@@ -24,7 +24,7 @@ pub(crate) struct DomainInner {
 ///
 /// ```
 /// use libfabric::{info::{getinfo, Hints}, Domain, Fabric};
-/// let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+/// let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 /// let info = list.first().unwrap();
 /// let fabric = Fabric::open(info)?;
 /// let domain = Domain::open(&fabric, info)?;

@@ -5,21 +5,21 @@
 //! (the tcp provider progresses connections while their queues are read):
 //!
 //! ```
-//! use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
+//! use libfabric::cq::{CqAttr, Msg, MsgEntry, CqRead};
 //! use libfabric::ep::CqBind;
-//! use libfabric::eq::{EqAttr, Event, EventBuf, Read};
+//! use libfabric::eq::{EqAttr, Event, EventBuf, EqRead};
 //! use libfabric::info::{Caps, EpType};
 //! use libfabric::wait::WaitObj;
 //! use libfabric::*;
 //!
 //! fn hints() -> Result<Hints> {
-//!     Ok(Hints::new()?.provider("tcp")?.ep_type(EpType::Msg).caps(Caps::MSG))
+//!     Ok(Hints::new().provider("tcp").ep_type(EpType::Msg).caps(Caps::MSG))
 //! }
 //! fn first(h: Hints) -> Result<Info> {
 //!     Ok(getinfo(&h)?.into_iter().next().expect("tcp provider"))
 //! }
 //! // Passive side: listen on an ephemeral port of 127.0.0.1.
-//! let info = first(hints()?.node("127.0.0.1")?.service("0")?.source(true))?;
+//! let info = first(hints()?.node("127.0.0.1").service("0").source(true))?;
 //! let fabric = Fabric::open(&info)?;
 //! let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd))?;
 //! let pep = PassiveEndpoint::open(&fabric, &info)?;
@@ -28,7 +28,7 @@
 //! let port = pep.local_addr()?.port();
 //!
 //! // Active side: connect with 5 bytes of connection data.
-//! let cinfo = first(hints()?.node("127.0.0.1")?.service(&port.to_string())?)?;
+//! let cinfo = first(hints()?.node("127.0.0.1").service(&port.to_string()))?;
 //! let domain = Domain::open(&fabric, &cinfo)?;
 //! let client_eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd))?;
 //! let client_cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new())?;
@@ -42,7 +42,7 @@
 //! let mut buf = EventBuf::new();
 //! let request = loop {
 //!     let _ = client_eq.peek(&mut EventBuf::new()); // progress the client
-//!     if let Read::Event(Event::ConnReq(req)) = eq.sread(&mut buf, Some(std::time::Duration::from_millis(10)))? {
+//!     if let EqRead::Event(Event::ConnReq(req)) = eq.sread(&mut buf, Some(std::time::Duration::from_millis(10)))? {
 //!         assert_eq!(req.data, b"hello");
 //!         break req.request.expect("a read request is owned");
 //!     }
@@ -56,7 +56,7 @@
 //! server.accept(b"welcome")?;
 //! loop {
 //!     let _ = eq.peek(&mut EventBuf::new()); // progress the server
-//!     if let Read::Event(Event::Connected(c)) = client_eq.read(&mut buf)? {
+//!     if let EqRead::Event(Event::Connected(c)) = client_eq.read(&mut buf)? {
 //!         assert_eq!(c.data, b"welcome");
 //!         break;
 //!     }

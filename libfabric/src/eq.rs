@@ -2,15 +2,15 @@
 //! control events.
 //!
 //! ```
-//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, Read}, wait::WaitObj, EventQueue, Fabric};
+//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, EqRead}, wait::WaitObj, EventQueue, Fabric};
 //! use std::time::Duration;
-//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 //! let fabric = Fabric::open(list.first().unwrap())?;
 //! let eq = EventQueue::open(&fabric, &EqAttr::new().size(64).wait(WaitObj::Fd).write(true))?;
 //! eq.write_notify(eq.fid(), 0x1234, 42)?;
 //! let mut buf = EventBuf::new();
 //! match eq.sread(&mut buf, Some(Duration::from_secs(1)))? {
-//!     Read::Event(Event::Notify(entry)) => assert_eq!((entry.context, entry.data), (0x1234, 42)),
+//!     EqRead::Event(Event::Notify(entry)) => assert_eq!((entry.context, entry.data), (0x1234, 42)),
 //!     other => panic!("unexpected {other:?}"),
 //! }
 //! # Ok::<(), libfabric::Error>(())
@@ -55,7 +55,7 @@ impl Fid {
 pub struct EqAttr {
     size: usize,
     flags: u64,
-    wait_obj: WaitObj,
+    wait_obj: Option<WaitObj>,
     signaling_vector: i32,
     wait_set: Option<WaitSet>,
 }
@@ -67,12 +67,14 @@ impl Default for EqAttr {
 }
 
 impl EqAttr {
-    /// Provider default size, `FI_WAIT_NONE`, no flags.
+    /// Provider default size, the default wait object (the first of
+    /// `FI_WAIT_FD`, `FI_WAIT_UNSPEC` and `FI_WAIT_NONE` the provider
+    /// opens), no flags.
     pub fn new() -> Self {
         EqAttr {
             size: 0,
             flags: 0,
-            wait_obj: WaitObj::None,
+            wait_obj: None,
             signaling_vector: 0,
             wait_set: None,
         }
@@ -95,18 +97,18 @@ impl EqAttr {
         self
     }
 
-    /// The wait object (default `FI_WAIT_NONE`). A raw value given as
+    /// The wait object (default: see [`WaitObj`'s provider table](crate::wait::WaitObj#default-wait-objects)). A raw value given as
     /// [`WaitObj::Other`] is taken as the variant libfabric names it by
     /// (`Other(0)` is `None`); one libfabric does not name is refused when
     /// the queue is opened.
     pub fn wait(mut self, wait_obj: WaitObj) -> Self {
-        self.wait_obj = wait_obj.normalized();
+        self.wait_obj = Some(wait_obj.normalized());
         self
     }
 
     /// Signal this wait set (`FI_WAIT_SET`).
     pub fn wait_set(mut self, set: &WaitSet) -> Self {
-        self.wait_obj = WaitObj::Set;
+        self.wait_obj = Some(WaitObj::Set);
         self.wait_set = Some(set.clone());
         self
     }
@@ -261,14 +263,7 @@ impl EqInner {
                 )
             };
             if ret == EAVAIL {
-                let (data, size) = errbuf.raw_parts();
-                let mut entry = sys::fi_eq_err_entry {
-                    err_data: data,
-                    err_data_size: size,
-                    ..Default::default()
-                };
-                // SAFETY: as in EventQueue::read_err.
-                if unsafe { sys::fi_eq_readerr(self.fid.as_ptr(), &mut entry, 0) } < 0 {
+                if !matches!(read_err(self, &mut errbuf), Ok(Some(_))) {
                     break;
                 }
                 continue;
@@ -314,11 +309,18 @@ pub struct EventQueue {
 pub struct EventBuf {
     words: Box<[u64]>,
     cm_capacity: usize,
+    /// Where the `err_data` of an error entry that a read hands back is
+    /// copied.
+    err: ErrDataBuf,
 }
 
 /// Connection data capacity of [`EventBuf::new`]: more than any libfabric
 /// 1.x provider allows (`FI_OPT_CM_DATA_SIZE` is at most a few hundred bytes).
 pub const DEFAULT_CM_DATA_CAPACITY: usize = 1024;
+
+/// Room for `err_data` in an [`EventBuf`] whose connection data capacity is
+/// smaller.
+const ERR_DATA_MIN: usize = 256;
 
 /// The largest connection data capacity an [`EventBuf`] may have (1 MiB):
 /// far above what any provider carries, and far below an overflow.
@@ -355,6 +357,9 @@ impl EventBuf {
         Ok(EventBuf {
             words: try_zeroed("EventBuf", len.div_ceil(8))?,
             cm_capacity: bytes,
+            // A rejected connection's error entry carries the rejecting
+            // side's connection data.
+            err: ErrDataBuf::with_capacity(bytes.max(ERR_DATA_MIN))?,
         })
     }
 
@@ -398,16 +403,26 @@ impl ErrDataBuf {
         })
     }
 
-    pub(crate) fn raw_parts(&mut self) -> (*mut c_void, usize) {
-        (self.data.as_mut_ptr().cast(), self.data.len())
-    }
-
-    /// After a readerr: the err_data as a slice of this buffer, copying it
-    /// in if the provider handed out its own pointer instead.
-    pub(crate) fn finish(&mut self, err_data: *mut c_void, size: usize) -> &[u8] {
+    /// One `fi_eq_readerr` / `fi_cq_readerr` with this buffer: `readerr`
+    /// gets the `err_data` pointer and size to put in its entry, and
+    /// returns the call's return value, the entry's `err_data` and
+    /// `err_data_size` after the call, and the entry. `None` when there was
+    /// no error entry (`-FI_EAGAIN`); otherwise the entry and its
+    /// `err_data`, copied into this buffer if the provider handed out its
+    /// own pointer instead.
+    pub(crate) fn read_into<E>(
+        &mut self,
+        call: &'static str,
+        readerr: impl FnOnce(*mut c_void, usize) -> (isize, (*mut c_void, usize), E),
+    ) -> Result<Option<(E, &[u8])>> {
         let ours = self.data.as_mut_ptr().cast::<c_void>();
+        let (ret, (err_data, size), entry) = readerr(ours, self.data.len());
+        if ret == EAGAIN {
+            return Ok(None);
+        }
+        check_len(call, ret)?;
         if err_data.is_null() || size == 0 {
-            return &[];
+            return Ok(Some((entry, &[])));
         }
         let n = size.min(self.data.len());
         if err_data != ours {
@@ -415,7 +430,7 @@ impl ErrDataBuf {
             // the next read of the queue; copy it now.
             unsafe { ptr::copy_nonoverlapping(err_data.cast::<u8>(), self.data.as_mut_ptr(), n) };
         }
-        &self.data[..n]
+        Ok(Some((entry, &self.data[..n])))
     }
 }
 
@@ -430,16 +445,30 @@ pub struct Entry {
     pub data: u64,
 }
 
-/// A connection request (`FI_CONNREQ`) for a passive endpoint.
+/// A connection request (`FI_CONNREQ`) for a passive endpoint, read from
+/// the queue: its [`ConnRequest`] is the application's to answer.
+#[non_exhaustive]
 pub struct ConnReq<'b> {
     /// The passive endpoint that received it.
     pub fid: Fid,
     /// The request, to accept with
     /// [`Endpoint::from_request`](crate::Endpoint::from_request) or to
     /// [`reject`](ConnRequest::reject); dropped unanswered, it is rejected.
-    /// `None` for a peeked event, whose request still belongs to the queue.
-    pub request: Option<ConnRequest>,
+    pub request: ConnRequest,
     /// The connection data the peer sent (length from the read's return value).
+    pub data: &'b [u8],
+}
+
+/// A connection request with no request to answer: one seen by
+/// [`EventQueue::peek`] (the request still belongs to the queue, and the
+/// next read hands it out as [`Event::ConnReq`]), or an `FI_CONNREQ` entry
+/// the application wrote itself with no `fi_info` in it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct UnownedConnReq<'b> {
+    /// The passive endpoint that received it.
+    pub fid: Fid,
+    /// The connection data the peer sent.
     pub data: &'b [u8],
 }
 
@@ -464,8 +493,10 @@ pub enum Event<'b> {
     AvComplete(Entry),
     /// `FI_JOIN_COMPLETE`: a multicast join finished.
     JoinComplete(Entry),
-    /// `FI_CONNREQ`
+    /// `FI_CONNREQ`, read.
     ConnReq(ConnReq<'b>),
+    /// `FI_CONNREQ`, peeked, or written with no `fi_info`.
+    UnownedConnReq(UnownedConnReq<'b>),
     /// `FI_CONNECTED`
     Connected(CmEntry<'b>),
     /// `FI_SHUTDOWN`
@@ -488,6 +519,7 @@ impl Event<'_> {
             | Event::AvComplete(e)
             | Event::JoinComplete(e) => Some(e.fid),
             Event::ConnReq(c) => Some(c.fid),
+            Event::UnownedConnReq(c) => Some(c.fid),
             Event::Connected(c) | Event::Shutdown(c) => Some(c.fid),
             Event::Unknown { .. } => None,
         }
@@ -507,15 +539,20 @@ impl fmt::Debug for ConnReq<'_> {
 /// What a read of an event queue found.
 #[derive(Debug)]
 #[must_use]
-pub enum Read<'b> {
+pub enum EqRead<'b> {
     /// An event.
     Event(Event<'b>),
+    /// An error entry (`-FI_EAVAIL`, then `fi_eq_readerr`), its `err_data`
+    /// copied into the [`EventBuf`]: for example a connection the peer
+    /// rejected ([`Errno::CONNREFUSED`](crate::Errno)).
+    Error(EqError<'b>),
     /// Nothing to read (`-FI_EAGAIN`).
     Empty,
     /// The timeout of a blocking read passed.
     TimedOut,
-    /// An error entry is waiting (`-FI_EAVAIL`): read it with
-    /// [`EventQueue::read_err`].
+    /// Only from [`EventQueue::peek`] and [`EventQueue::speek`]: an error
+    /// entry is next (`-FI_EAVAIL`), still in the queue. Read it with
+    /// [`EventQueue::read`] or [`EventQueue::read_err`].
     ErrorPending,
 }
 
@@ -553,6 +590,19 @@ pub enum EventSource {
 }
 
 impl EventQueue {
+    /// `open` with the default wait object: `FI_WAIT_FD` where the
+    /// provider has it, else `FI_WAIT_UNSPEC`, else `FI_WAIT_NONE`.
+    #[cold]
+    fn open_default_wait(fabric: &Fabric, attr: &EqAttr) -> Result<Self> {
+        for wait in [WaitObj::Fd, WaitObj::Unspec] {
+            match Self::open(fabric, &attr.clone().wait(wait)) {
+                Err(Error::UnsupportedWait { .. }) => continue,
+                other => return other,
+            }
+        }
+        Self::open(fabric, &attr.clone().wait(WaitObj::None))
+    }
+
     /// `fi_eq_open`.
     ///
     /// A wait object the provider cannot give is
@@ -564,7 +614,10 @@ impl EventQueue {
         // Normalised again (the builder did already) and refused when
         // unknown or FI_WAIT_YIELD: every check below and the C call see the
         // same named wait object.
-        let wait_obj = attr.wait_obj.checked("event queue")?;
+        let Some(wait_obj) = attr.wait_obj else {
+            return Self::open_default_wait(fabric, attr);
+        };
+        let wait_obj = wait_obj.checked("event queue")?;
         if let Some(set) = &attr.wait_set {
             if !set.belongs_to(&fabric.inner) {
                 return Err(Error::ForeignObject {
@@ -642,7 +695,7 @@ impl EventQueue {
     /// `fi_eq_read`: the next event, without blocking.
     #[doc(alias = "fi_eq_read")]
     #[inline]
-    pub fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<Read<'b>> {
+    pub fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
         self.read_flags(buf, 0, "fi_eq_read")
     }
 
@@ -650,7 +703,7 @@ impl EventQueue {
     /// peeked connection request carries no `info` (it still belongs to the
     /// queue until read).
     #[doc(alias = "FI_PEEK")]
-    pub fn peek<'b>(&self, buf: &'b mut EventBuf) -> Result<Read<'b>> {
+    pub fn peek<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
         self.read_flags(buf, sys::FI_PEEK, "fi_eq_read(FI_PEEK)")
     }
 
@@ -669,7 +722,7 @@ impl EventQueue {
         buf: &'b mut EventBuf,
         flags: u64,
         call: &'static str,
-    ) -> Result<Read<'b>> {
+    ) -> Result<EqRead<'b>> {
         let (ret, event) = self.read_raw(buf, flags)?;
         decode(
             &self.inner,
@@ -704,12 +757,20 @@ impl EventQueue {
     /// forever). Needs a queue opened with a wait object other than
     /// `FI_WAIT_NONE` and `FI_WAIT_SET` ([`Error::WrongWaitMode`]).
     #[doc(alias = "fi_eq_sread")]
-    pub fn sread<'b>(&self, buf: &'b mut EventBuf, timeout: Option<Duration>) -> Result<Read<'b>> {
+    pub fn sread<'b>(
+        &self,
+        buf: &'b mut EventBuf,
+        timeout: Option<Duration>,
+    ) -> Result<EqRead<'b>> {
         self.sread_flags(buf, timeout, 0)
     }
 
     /// `fi_eq_sread` with `FI_PEEK`.
-    pub fn speek<'b>(&self, buf: &'b mut EventBuf, timeout: Option<Duration>) -> Result<Read<'b>> {
+    pub fn speek<'b>(
+        &self,
+        buf: &'b mut EventBuf,
+        timeout: Option<Duration>,
+    ) -> Result<EqRead<'b>> {
         self.sread_flags(buf, timeout, sys::FI_PEEK)
     }
 
@@ -718,7 +779,7 @@ impl EventQueue {
         buf: &'b mut EventBuf,
         timeout: Option<Duration>,
         flags: u64,
-    ) -> Result<Read<'b>> {
+    ) -> Result<EqRead<'b>> {
         if !self.inner.wait_obj.can_sread() {
             return Err(Error::WrongWaitMode {
                 call: "fi_eq_sread",
@@ -747,39 +808,19 @@ impl EventQueue {
             flags & sys::FI_PEEK != 0,
             "fi_eq_sread",
         )? {
-            Read::Empty => Ok(Read::TimedOut),
+            EqRead::Empty => Ok(EqRead::TimedOut),
             other => Ok(other),
         }
     }
 
     /// `fi_eq_readerr`: the next error entry, its `err_data` copied into
-    /// `buf`; `None` when there is none.
+    /// `buf`; `None` when there is none. [`read`](Self::read) and
+    /// [`sread`](Self::sread) hand error entries back themselves
+    /// ([`EqRead::Error`]); this reads one after a peek, into a buffer of
+    /// its own.
     #[doc(alias = "fi_eq_readerr")]
     pub fn read_err<'b>(&self, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<'b>>> {
-        let (data, size) = buf.raw_parts();
-        let mut entry = sys::fi_eq_err_entry {
-            err_data: data,
-            err_data_size: size,
-            ..Default::default()
-        };
-        // SAFETY: fi_eq_readerr(3): entry is a full fi_eq_err_entry; with
-        // err_data_size non-zero the provider copies err_data into our
-        // buffer (API >= 1.5, which getinfo requests).
-        let ret = unsafe { sys::fi_eq_readerr(self.inner.fid.as_ptr(), &mut entry, 0) };
-        if ret == EAGAIN {
-            return Ok(None);
-        }
-        check_len("fi_eq_readerr", ret)?;
-        let err_data = buf.finish(entry.err_data, entry.err_data_size);
-        Ok(Some(EqError {
-            fid: Fid::from_raw(entry.fid),
-            context: entry.context as usize,
-            data: entry.data,
-            err: Errno::from_raw(entry.err),
-            prov_errno: entry.prov_errno,
-            err_data,
-            provided: err_data,
-        }))
+        read_err(&self.inner, buf)
     }
 
     /// `fi_eq_write` of an `FI_NOTIFY` event (a `struct fi_eq_entry`). Needs
@@ -901,21 +942,46 @@ pub(crate) fn decode<'b>(
     buf: &'b mut EventBuf,
     peek: bool,
     call: &'static str,
-) -> Result<Read<'b>> {
+) -> Result<EqRead<'b>> {
     if ret >= size_of::<sys::fi_eq_entry>() as isize && event == sys::FI_NOTIFY {
         // SAFETY: the provider wrote at least a full fi_eq_entry at the
         // start of the u64-aligned buffer.
         let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_entry) };
-        return Ok(Read::Event(Event::Notify(Entry {
+        return Ok(EqRead::Event(Event::Notify(Entry {
             fid: Fid::from_raw(e.fid),
             context: e.context as usize,
             data: e.data,
         })));
     }
     if ret == EAGAIN {
-        return Ok(Read::Empty);
+        return Ok(EqRead::Empty);
     }
     decode_other(eq, ret, event, buf, peek, call)
+}
+
+/// `fi_eq_readerr` into `buf`.
+fn read_err<'b>(eq: &EqInner, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<'b>>> {
+    let read = buf.read_into("fi_eq_readerr", |err_data, err_data_size| {
+        let mut entry = sys::fi_eq_err_entry {
+            err_data,
+            err_data_size,
+            ..Default::default()
+        };
+        // SAFETY: fi_eq_readerr(3): entry is a full fi_eq_err_entry; with
+        // err_data_size non-zero the provider copies err_data into our
+        // buffer (API >= 1.5, which getinfo requests).
+        let ret = unsafe { sys::fi_eq_readerr(eq.fid.as_ptr(), &mut entry, 0) };
+        (ret, (entry.err_data, entry.err_data_size), entry)
+    })?;
+    Ok(read.map(|(entry, err_data)| EqError {
+        fid: Fid::from_raw(entry.fid),
+        context: entry.context as usize,
+        data: entry.data,
+        err: Errno::from_raw(entry.err),
+        prov_errno: entry.prov_errno,
+        err_data,
+        provided: err_data,
+    }))
 }
 
 /// [`decode`] for everything but an empty queue and an `FI_NOTIFY` entry.
@@ -927,9 +993,17 @@ fn decode_other<'b>(
     buf: &'b mut EventBuf,
     peek: bool,
     call: &'static str,
-) -> Result<Read<'b>> {
+) -> Result<EqRead<'b>> {
     if ret == EAVAIL {
-        return Ok(Read::ErrorPending);
+        if peek {
+            return Ok(EqRead::ErrorPending);
+        }
+        // Another reader may have taken the entry meanwhile: then the
+        // queue is empty as far as this read knows.
+        return Ok(match read_err(eq, &mut buf.err)? {
+            Some(e) => EqRead::Error(e),
+            None => EqRead::Empty,
+        });
     }
     let len = check_len(call, ret)?;
     let bytes: &'b [u8] = {
@@ -959,7 +1033,7 @@ fn decode_other<'b>(
         let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_cm_entry) };
         Ok((Fid::from_raw(e.fid), e.info, &bytes[head..]))
     };
-    Ok(Read::Event(match event {
+    Ok(EqRead::Event(match event {
         sys::FI_NOTIFY => Event::Notify(entry()?),
         sys::FI_MR_COMPLETE => Event::MrComplete(entry()?),
         sys::FI_AV_COMPLETE => Event::AvComplete(entry()?),
@@ -968,20 +1042,21 @@ fn decode_other<'b>(
             let (fid, info, data) = cm()?;
             // A read hands the fi_info to the application, which must free
             // it (fi_eq(3)) and answer the request; a peek leaves both with
-            // the queue.
-            let request = if peek {
-                None
-            } else {
-                Info::from_raw(info).map(|info| {
+            // the queue (so no Info is made of it). Providers always give
+            // one: a NULL one was written by the application.
+            let owned = if peek { None } else { Info::from_raw(info) };
+            match owned {
+                Some(info) => {
                     let source = eq.find_passive(fid).map(|pep| RequestSource {
                         pep,
                         _eq: eq.clone(),
                     });
                     complete_names(&info, &eq.fabric);
-                    ConnRequest::new(info, source)
-                })
-            };
-            Event::ConnReq(ConnReq { fid, request, data })
+                    let request = ConnRequest::new(info, source);
+                    Event::ConnReq(ConnReq { fid, request, data })
+                }
+                None => Event::UnownedConnReq(UnownedConnReq { fid, data }),
+            }
         }
         sys::FI_CONNECTED => {
             let (fid, info, data) = cm()?;
@@ -1042,6 +1117,11 @@ impl Waitable for EventQueue {
     }
     fn fabric_ptr(&self) -> *const () {
         Arc::as_ptr(&self.inner.fabric).cast()
+    }
+    fn fabric(&self) -> Fabric {
+        Fabric {
+            inner: self.inner.fabric.clone(),
+        }
     }
     fn wait_obj(&self) -> WaitObj {
         self.inner.wait_obj

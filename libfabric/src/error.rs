@@ -353,13 +353,32 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// An operation completed in error: an error completion, handed back by
+    /// a call that returns one completion (such as
+    /// [`CompletionQueue::wait_one`](crate::CompletionQueue::wait_one)).
+    /// Its buffer went back to its pool.
+    #[error("an operation ({flags:?}) completed in error: {errno} (provider error {prov_errno})")]
+    Completion {
+        /// The error.
+        errno: Errno,
+        /// The provider's own error number.
+        prov_errno: i32,
+        /// The completion flags of the failed operation.
+        flags: crate::cq::CompletionFlags,
+    },
+    /// A blocking call's timeout passed with nothing to return.
+    #[error("{call}: the timeout passed")]
+    TimedOut {
+        /// The call that waited.
+        call: &'static str,
+    },
 }
 
 impl Error {
     /// The fabric error code, when a libfabric call failed.
     pub fn errno(&self) -> Option<Errno> {
         match self {
-            Error::Fabric { errno, .. } => Some(*errno),
+            Error::Fabric { errno, .. } | Error::Completion { errno, .. } => Some(*errno),
             Error::NoProvider { .. } => Some(Errno::NoData),
             _ => None,
         }
@@ -370,6 +389,15 @@ impl Error {
         Error::Fabric {
             call,
             errno: Errno::from_raw(c_int::try_from(raw).unwrap_or(c_int::MAX)),
+        }
+    }
+
+    /// The error of an error completion.
+    pub(crate) fn completion(e: &crate::cq::CqError<'_>) -> Self {
+        Error::Completion {
+            errno: e.err,
+            prov_errno: e.prov_errno,
+            flags: e.flags,
         }
     }
 
@@ -397,6 +425,8 @@ impl From<Error> for io::Error {
                 io::ErrorKind::Unsupported
             }
             Error::System { source, .. } => source.kind(),
+            Error::Completion { errno, .. } => (*errno).into(),
+            Error::TimedOut { .. } => io::ErrorKind::TimedOut,
             _ => io::ErrorKind::Other,
         };
         io::Error::new(kind, e)

@@ -49,7 +49,7 @@ impl FabricInner {
 ///
 /// ```
 /// use libfabric::{info::{getinfo, Hints}, Fabric};
-/// let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+/// let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 /// let fabric = Fabric::open(list.first().unwrap())?;
 /// fabric.close()?;
 /// # Ok::<(), libfabric::Error>(())

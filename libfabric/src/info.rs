@@ -155,27 +155,45 @@ impl Threading {
 
 /// The hints given to [`getinfo`]: what the application needs.
 ///
+/// A plain value: cloning is cheap and the setters cannot fail. The strings
+/// are checked once, by [`getinfo`] (a NUL byte in one is
+/// [`Error::InvalidArgument`]).
+///
 /// ```
 /// use libfabric::info::{getinfo, Caps, EpType, Hints};
-/// let hints = Hints::new()?
-///     .provider("tcp")?
+/// let hints = Hints::new()
+///     .provider("tcp")
 ///     .ep_type(EpType::Msg)
 ///     .caps(Caps::MSG)
-///     .node("127.0.0.1")?;
+///     .node("127.0.0.1");
 /// let list = getinfo(&hints)?;
 /// assert!(list.iter().all(|info| info.provider().starts_with("tcp")));
 /// # Ok::<(), libfabric::Error>(())
 /// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hints {
-    info: Info,
-    node: Option<CString>,
-    service: Option<CString>,
-    flags: u64,
+    provider: Option<String>,
+    fabric_name: Option<String>,
+    domain_name: Option<String>,
+    ep_type: EpType,
+    caps: Caps,
+    mode: Mode,
+    mr_mode: i32,
+    cq_data_size: usize,
+    queue_sizes: (usize, usize),
+    node: Option<String>,
+    service: Option<String>,
+    source: bool,
+}
+
+impl Default for Hints {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Hints {
-    /// Hints from `fi_allocinfo` that state what this crate's objects
-    /// support:
+    /// Hints that state what this crate's objects support:
     /// - `FI_THREAD_SAFE` domains, which its `Send`/`Sync` types rely on;
     /// - mode `FI_CONTEXT | FI_CONTEXT2`: every operation is posted with
     ///   its own `fi_context2` (see [`BufferPool`](crate::BufferPool)); and
@@ -185,174 +203,197 @@ impl Hints {
     ///   registered by the pool and posted with their descriptor.
     ///
     /// Without them, providers that need any of these (verbs) would not
-    /// match.
-    pub fn new() -> Result<Self> {
-        // SAFETY: fi_allocinfo (fi_getinfo(3)) returns a zeroed fi_info with
-        // all attribute structs allocated, or NULL; it is released with
-        // fi_freeinfo, which Info's Drop does.
-        let raw = unsafe { sys::fi_allocinfo() };
-        let info = Info::from_raw(raw).ok_or(Error::Fabric {
-            call: "fi_allocinfo",
-            errno: crate::Errno::NoMem,
-        })?;
-        let mut hints = Hints {
-            info,
+    /// match. Nothing else is asked for: any provider, endpoint type and
+    /// capabilities.
+    #[must_use]
+    pub fn new() -> Self {
+        Hints {
+            provider: None,
+            fabric_name: None,
+            domain_name: None,
+            ep_type: EpType::Unspec,
+            caps: Caps::empty(),
+            mode: Mode::CONTEXT | Mode::CONTEXT2 | Mode::RX_CQ_DATA,
+            mr_mode: (sys::FI_MR_LOCAL
+                | sys::FI_MR_VIRT_ADDR
+                | sys::FI_MR_ALLOCATED
+                | sys::FI_MR_PROV_KEY) as i32,
+            cq_data_size: 0,
+            queue_sizes: (0, 0),
             node: None,
             service: None,
-            flags: 0,
-        };
-        hints.domain_attr().threading = sys::FI_THREAD_SAFE;
-        hints.domain_attr().mr_mode =
-            sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY;
-        hints.raw().mode = sys::FI_CONTEXT | sys::FI_CONTEXT2 | sys::FI_RX_CQ_DATA;
-        Ok(hints)
-    }
-
-    fn raw(&mut self) -> &mut sys::fi_info {
-        // SAFETY: the Info was allocated by fi_allocinfo and is owned
-        // exclusively by these hints.
-        unsafe { &mut *self.info.ptr.as_ptr() }
-    }
-
-    fn domain_attr(&mut self) -> &mut sys::fi_domain_attr {
-        // SAFETY: fi_allocinfo allocates domain_attr.
-        unsafe { &mut *self.raw().domain_attr }
+            source: false,
+        }
     }
 
     /// Only this provider (`fabric_attr->prov_name`), such as `"tcp"`,
     /// `"tcp;ofi_rxm"` or `"verbs"`.
-    pub fn provider(mut self, name: &str) -> Result<Self> {
-        let name = cstring(name)?;
-        // SAFETY: fabric_attr is allocated by fi_allocinfo; fi_freeinfo
-        // frees prov_name with free(), so it must come from malloc (strdup).
-        unsafe {
-            let attr = &mut *self.raw().fabric_attr;
-            libc::free(attr.prov_name.cast());
-            attr.prov_name = libc::strdup(name.as_ptr());
-        }
-        Ok(self)
+    #[must_use]
+    pub fn provider(mut self, name: impl Into<String>) -> Self {
+        self.provider = Some(name.into());
+        self
     }
 
     /// Only this fabric (`fabric_attr->name`).
-    pub fn fabric_name(mut self, name: &str) -> Result<Self> {
-        let name = cstring(name)?;
-        // SAFETY: as in `provider`: malloc'ed string owned by the fi_info.
-        unsafe {
-            let attr = &mut *self.raw().fabric_attr;
-            libc::free(attr.name.cast());
-            attr.name = libc::strdup(name.as_ptr());
-        }
-        Ok(self)
+    #[must_use]
+    pub fn fabric_name(mut self, name: impl Into<String>) -> Self {
+        self.fabric_name = Some(name.into());
+        self
     }
 
     /// Only this domain (`domain_attr->name`), such as `"rxe0"`.
-    pub fn domain_name(mut self, name: &str) -> Result<Self> {
-        let name = cstring(name)?;
-        // SAFETY: as in `provider`: malloc'ed string owned by the fi_info.
-        unsafe {
-            let attr = self.domain_attr();
-            libc::free(attr.name.cast());
-            attr.name = libc::strdup(name.as_ptr());
-        }
-        Ok(self)
+    #[must_use]
+    pub fn domain_name(mut self, name: impl Into<String>) -> Self {
+        self.domain_name = Some(name.into());
+        self
     }
 
     /// Endpoint type.
+    #[must_use]
     pub fn ep_type(mut self, ty: EpType) -> Self {
-        // SAFETY: fi_allocinfo allocates ep_attr.
-        unsafe { (*self.raw().ep_attr).type_ = ty.raw() };
+        self.ep_type = ty;
         self
     }
 
     /// Capabilities needed.
+    #[must_use]
     pub fn caps(mut self, caps: Caps) -> Self {
-        self.raw().caps = caps.bits();
+        self.caps = caps;
         self
     }
 
     /// Mode bits the application supports.
+    #[must_use]
     pub fn mode(mut self, mode: Mode) -> Self {
-        self.raw().mode = mode.bits();
+        self.mode = mode;
         self
     }
 
     /// Memory registration modes the application supports (`FI_MR_*`).
+    #[must_use]
     pub fn mr_mode(mut self, mr_mode: i32) -> Self {
-        self.domain_attr().mr_mode = mr_mode;
+        self.mr_mode = mr_mode;
         self
     }
 
     /// Size of remote CQ data the application needs (`domain_attr->cq_data_size`).
+    #[must_use]
     pub fn cq_data_size(mut self, bytes: usize) -> Self {
-        self.domain_attr().cq_data_size = bytes;
+        self.cq_data_size = bytes;
         self
     }
 
     /// Transmit and receive queue depths (`tx_attr->size`, `rx_attr->size`).
+    #[must_use]
     pub fn queue_sizes(mut self, tx: usize, rx: usize) -> Self {
-        // SAFETY: fi_allocinfo allocates tx_attr and rx_attr.
-        unsafe {
-            (*self.raw().tx_attr).size = tx;
-            (*self.raw().rx_attr).size = rx;
-        }
+        self.queue_sizes = (tx, rx);
         self
     }
 
     /// The node (host name or address) to resolve.
-    pub fn node(mut self, node: &str) -> Result<Self> {
-        self.node = Some(cstring(node)?);
-        Ok(self)
+    #[must_use]
+    pub fn node(mut self, node: impl Into<String>) -> Self {
+        self.node = Some(node.into());
+        self
     }
 
-    /// The service (port) to resolve.
-    pub fn service(mut self, service: &str) -> Result<Self> {
-        self.service = Some(cstring(service)?);
-        Ok(self)
+    /// The service (port) to resolve: a number or a name.
+    #[must_use]
+    pub fn service(mut self, service: impl ToString) -> Self {
+        self.service = Some(service.to_string());
+        self
+    }
+
+    /// [`node`](Self::node) and [`service`](Self::service) from a socket
+    /// address.
+    #[must_use]
+    pub fn addr(self, addr: std::net::SocketAddr) -> Self {
+        self.node(addr.ip().to_string()).service(addr.port())
     }
 
     /// `FI_SOURCE`: node and service name the local address to bind to
     /// (a listener) instead of the peer.
+    #[must_use]
     pub fn source(mut self, source: bool) -> Self {
-        if source {
-            self.flags |= sys::FI_SOURCE;
-        } else {
-            self.flags &= !sys::FI_SOURCE;
-        }
+        self.source = source;
         self
     }
 
+    /// The provider asked for, if any.
+    #[must_use]
+    pub fn provider_name(&self) -> Option<&str> {
+        self.provider.as_deref()
+    }
+
+    /// The `fi_info` these hints stand for, with the node and service as C
+    /// strings, for `fi_getinfo`.
+    fn to_raw(&self) -> Result<(Info, Option<CString>, Option<CString>)> {
+        // SAFETY: fi_allocinfo (fi_getinfo(3)) returns a zeroed fi_info with
+        // all attribute structs allocated, or NULL; it is released with
+        // fi_freeinfo, which Info's Drop does.
+        let raw = unsafe { sys::fi_allocinfo() };
+        let info = Info::from_raw(raw).ok_or(Error::OutOfMemory {
+            what: "fi_allocinfo",
+            bytes: size_of::<sys::fi_info>(),
+        })?;
+        let p = info.ptr.as_ptr();
+        let strings = [
+            self.provider.as_deref().map(cstring).transpose()?,
+            self.fabric_name.as_deref().map(cstring).transpose()?,
+            self.domain_name.as_deref().map(cstring).transpose()?,
+        ];
+        // SAFETY: fi_allocinfo allocated fabric_attr, domain_attr, ep_attr,
+        // tx_attr and rx_attr, owned by this fresh fi_info alone.
+        // fi_freeinfo frees the name strings with free(), so they are
+        // strdup'ed (malloc).
+        unsafe {
+            let [prov, fabric, domain] = &strings;
+            if let Some(s) = prov {
+                (*(*p).fabric_attr).prov_name = libc::strdup(s.as_ptr());
+            }
+            if let Some(s) = fabric {
+                (*(*p).fabric_attr).name = libc::strdup(s.as_ptr());
+            }
+            if let Some(s) = domain {
+                (*(*p).domain_attr).name = libc::strdup(s.as_ptr());
+            }
+            let domain_attr = &mut *(*p).domain_attr;
+            domain_attr.threading = sys::FI_THREAD_SAFE;
+            domain_attr.mr_mode = self.mr_mode;
+            domain_attr.cq_data_size = self.cq_data_size;
+            (*(*p).ep_attr).type_ = self.ep_type.raw();
+            (*p).caps = self.caps.bits();
+            (*p).mode = self.mode.bits();
+            (*(*p).tx_attr).size = self.queue_sizes.0;
+            (*(*p).rx_attr).size = self.queue_sizes.1;
+        }
+        let node = self.node.as_deref().map(cstring).transpose()?;
+        let service = self.service.as_deref().map(cstring).transpose()?;
+        Ok((info, node, service))
+    }
+
     fn describe(&self) -> String {
-        let e: &InfoEntry = &self.info;
         let mut parts = Vec::new();
-        let prov = e.provider();
         parts.push(format!(
             "provider {}",
-            if prov.is_empty() { "any" } else { prov }
+            self.provider.as_deref().unwrap_or("any")
         ));
-        parts.push(format!("endpoint type {:?}", e.ep_type()));
-        if !e.caps().is_empty() {
-            parts.push(format!("caps {:?}", e.caps()));
+        parts.push(format!("endpoint type {:?}", self.ep_type));
+        if !self.caps.is_empty() {
+            parts.push(format!("caps {:?}", self.caps));
         }
         if let Some(node) = &self.node {
-            parts.push(format!("node {}", node.to_string_lossy()));
+            parts.push(format!("node {node}"));
         }
         if let Some(service) = &self.service {
-            parts.push(format!("service {}", service.to_string_lossy()));
+            parts.push(format!("service {service}"));
         }
         parts.join(", ")
     }
 }
 
-impl fmt::Debug for Hints {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Hints")
-            .field("request", &self.describe())
-            .finish()
-    }
-}
-
 fn cstring(s: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::InvalidArgument(format!("{s:?} contains a NUL byte")))
+    CString::new(s).map_err(|_| Error::InvalidArgument(format!("{s:?} contains a NUL byte").into()))
 }
 
 /// Checks that the runtime library is at least the header version.
@@ -377,6 +418,7 @@ pub(crate) fn check_runtime_version() -> Result<()> {
 #[doc(alias = "fi_getinfo")]
 pub fn getinfo(hints: &Hints) -> Result<InfoList> {
     check_runtime_version()?;
+    let (info, node, service) = hints.to_raw()?;
     let mut head = ptr::null_mut();
     // SAFETY: fi_getinfo(3): node and service are NUL-terminated or NULL,
     // hints is a valid fi_info; on success *info is a list the caller frees
@@ -384,10 +426,10 @@ pub fn getinfo(hints: &Hints) -> Result<InfoList> {
     let ret = unsafe {
         sys::fi_getinfo(
             sys::HEADER_VERSION,
-            hints.node.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
-            hints.service.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
-            hints.flags,
-            hints.info.ptr.as_ptr(),
+            node.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
+            service.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
+            if hints.source { sys::FI_SOURCE } else { 0 },
+            info.ptr.as_ptr(),
             &mut head,
         )
     };

@@ -141,8 +141,8 @@
 //!
 //! # Example
 //! ```
-//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, Read}, wait::WaitObj, EventQueue, Fabric};
-//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, EqRead}, wait::WaitObj, EventQueue, Fabric};
+//! let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 //! for info in &list {
 //!     println!("{} {} {:?}", info.provider(), info.domain_name(), info.ep_type());
 //! }
@@ -150,8 +150,8 @@
 //! let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd).write(true))?;
 //! eq.write_notify(eq.fid(), 1, 2)?;
 //! let mut buf = EventBuf::new();
-//! assert!(matches!(eq.read(&mut buf)?, Read::Event(Event::Notify(_))));
-//! assert!(matches!(eq.read(&mut buf)?, Read::Empty));
+//! assert!(matches!(eq.read(&mut buf)?, EqRead::Event(Event::Notify(_))));
+//! assert!(matches!(eq.read(&mut buf)?, EqRead::Empty));
 //! # Ok::<(), libfabric::Error>(())
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -163,6 +163,7 @@
 
 pub mod av;
 pub mod buffer;
+pub mod conn;
 pub mod connreq;
 pub mod cq;
 pub mod domain;
@@ -185,6 +186,7 @@ pub mod wait;
 
 pub use av::AddressVector;
 pub use buffer::{Buffer, BufferPool};
+pub use conn::{Connection, Incoming, Listener, Rdm};
 pub use connreq::ConnRequest;
 pub use cq::CompletionQueue;
 pub use domain::Domain;
@@ -197,6 +199,25 @@ pub use pep::PassiveEndpoint;
 
 /// The raw bindings this crate is built on.
 pub use libfabric_sys::fabric as sys;
+
+/// The names most programs use, to import with `use libfabric::prelude::*`
+/// (which, unlike a glob import of the crate root, brings in no module
+/// named `tokio` and no type named like a std trait).
+pub mod prelude {
+    pub use crate::buffer::{Buffer, BufferPool};
+    pub use crate::conn::{Connection, Incoming, Listener, Rdm};
+    pub use crate::cq::{Completion, CompletionQueue, CqAttr, CqRead};
+    pub use crate::domain::Domain;
+    pub use crate::ep::{CqBind, Endpoint};
+    pub use crate::eq::{EqAttr, EqRead, Event, EventBuf, EventQueue};
+    pub use crate::error::Errno;
+    pub use crate::fabric::Fabric;
+    pub use crate::info::{getinfo, Caps, EpType, Hints};
+    #[cfg(feature = "tokio")]
+    pub use crate::tokio::{AsyncCompletionQueue, AsyncConnection, AsyncEventQueue, AsyncListener};
+    pub use crate::wait::{WaitObj, Waitable, Waiter};
+    pub use crate::AddressVector;
+}
 
 /// The README's examples, run as doctests.
 #[doc = include_str!("../README.md")]

@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use libfabric::{info::{getinfo, Hints}, cq::{CqAttr, Msg}, eq::Fid, poll::PollSet, CompletionQueue, Domain, Fabric};
-//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 //! let info = list.first().unwrap();
 //! let domain = Domain::open(&Fabric::open(info)?, info)?;
 //! let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new())?;

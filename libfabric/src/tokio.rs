@@ -8,23 +8,26 @@
 //! no wake-up is lost.
 //!
 //! ```
-//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, Read}, tokio::AsyncEventQueue, wait::WaitObj, EventQueue, Fabric};
+//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, EqRead}, tokio::AsyncEventQueue, wait::WaitObj, EventQueue, Fabric};
 //! # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! # rt.block_on(async {
-//! let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+//! let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 //! let fabric = Fabric::open(list.first().unwrap())?;
 //! let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd).write(true))?;
 //! let aeq = AsyncEventQueue::new(eq.clone())?;
 //! eq.write_notify(eq.fid(), 5, 6)?;
 //! let mut buf = EventBuf::new();
-//! assert!(matches!(aeq.read(&mut buf).await?, Read::Event(Event::Notify(_))));
+//! assert!(matches!(aeq.read(&mut buf).await?, EqRead::Event(Event::Notify(_))));
 //! # Ok::<(), libfabric::Error>(())
 //! # }).unwrap();
 //! ```
 
-use crate::cq::{self, CompletionQueue, Format};
-use crate::eq::{self, EventBuf, EventQueue};
+use crate::buffer::BufferPool;
+use crate::conn::{Connection, Incoming, Listener, Pending};
+use crate::cq::{self, Completion, CompletionQueue, CqRead, Format};
+use crate::eq::{self, EqRead, EventBuf, EventQueue};
 use crate::error::{Error, Result, EAGAIN};
+use crate::info::Hints;
 use crate::wait::{
     eq_has_entries, eq_second_look_needed, refuse_poisoned, trywait_raw, with_progress_guards,
     TryWait, Waitable,
@@ -144,16 +147,24 @@ impl AsyncEventQueue {
     }
 
     /// The queue.
+    #[must_use]
     pub fn get_ref(&self) -> &EventQueue {
         &self.eq
     }
 
-    /// The next event or error notice; never [`eq::Read::Empty`].
+    /// The queue, its wait fd no longer registered with the reactor.
+    #[must_use]
+    pub fn into_inner(self) -> EventQueue {
+        self.eq
+    }
+
+    /// The next event or error entry ([`EqRead::Error`]); never
+    /// [`EqRead::Empty`].
     ///
     /// # Cancel safety
     /// Cancel safe: an event is only taken from the queue in the poll that
     /// returns it.
-    pub async fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<eq::Read<'b>> {
+    pub async fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
         loop {
             // A queue that always has events must not keep the worker to
             // itself: once the task's budget is spent this yields, before
@@ -202,12 +213,19 @@ impl<F: Format> AsyncCompletionQueue<F> {
     }
 
     /// The queue.
+    #[must_use]
     pub fn get_ref(&self) -> &CompletionQueue<F> {
         &self.cq
     }
 
-    /// At least one completion, or [`cq::Read::ErrorPending`]; never
-    /// `Empty`.
+    /// The queue, its wait fd no longer registered with the reactor.
+    #[must_use]
+    pub fn into_inner(self) -> CompletionQueue<F> {
+        self.cq
+    }
+
+    /// At least one completion, or an error completion
+    /// ([`CqRead::Error`]); never `Empty`.
     ///
     /// # Cancel safety
     /// Cancel safe: completions are only taken in the poll that returns them.
@@ -215,7 +233,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty `buf` (nothing could ever be
     /// read into it).
-    pub async fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<cq::Read<'b, F::Entry>> {
+    pub async fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<CqRead<'b, F::Entry>> {
         if buf.is_empty() {
             return Err(Error::InvalidArgument(
                 "AsyncCompletionQueue::read: an empty slice has no room for a completion".into(),
@@ -227,11 +245,217 @@ impl<F: Format> AsyncCompletionQueue<F> {
             tokio::task::coop::consume_budget().await;
             let (ret, epoch) = self.cq.read_raw(buf)?;
             if ret != EAGAIN {
-                return cq::decode(ret, epoch, &self.cq.inner.epochs, buf, "fi_cq_read");
+                let read = cq::decode(ret, epoch, &self.cq.inner.epochs, buf, "fi_cq_read")?;
+                return self.cq.finish(read);
             }
             let progress = Some(&self.cq.inner.lifecycle);
             let poison = Some(&self.cq.inner.wait_poisoned);
             wait_ready(&self.fd, &self.fabric, &self.fid, None, progress, poison).await?;
         }
+    }
+
+    /// The next completion, its buffer taken back from `pool`; an error
+    /// completion is [`Error::Completion`] (its buffer goes back to its
+    /// pool). One completion per call, for simple programs: loops that must
+    /// keep up with a NIC read batches with [`read`](Self::read).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`read`](Self::read).
+    ///
+    /// # Errors
+    /// [`Error::Completion`], and the errors of [`read`](Self::read).
+    pub async fn next(&self, pool: &BufferPool) -> Result<Completion> {
+        let mut entry = [F::Entry::default()];
+        loop {
+            match self.read(&mut entry).await? {
+                CqRead::Completions(c) => return Ok(Completion::take(&c[0], pool)),
+                CqRead::Error(e) => return Err(Error::completion(&e)),
+                CqRead::Empty | CqRead::TimedOut | CqRead::Signaled => {}
+            }
+        }
+    }
+}
+
+/// A [`Listener`] whose connections are awaited.
+///
+/// ```
+/// use libfabric::prelude::*;
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # rt.block_on(async {
+/// let listener = AsyncListener::bind(&Hints::new().provider("tcp").node("127.0.0.1").service(0))?;
+/// let hints = Hints::new().provider("tcp").addr(listener.local_addr()?);
+/// let (server, client) = tokio::join!(listener.accept(), AsyncConnection::connect(&hints, b""));
+/// let (server, client) = (server?, client?);
+/// let (sp, cp) = (server.buffer_pool(1, 64)?, client.buffer_pool(1, 64)?);
+/// server.get_ref().recv(sp.take().unwrap())?;
+/// let mut buf = cp.take().unwrap();
+/// buf[..4].copy_from_slice(b"ping");
+/// client.get_ref().send(buf, 4)?;
+/// client.next(&cp).await?;
+/// assert_eq!(server.next(&sp).await?.bytes(), b"ping");
+/// # Ok::<(), libfabric::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct AsyncListener {
+    listener: Listener,
+    eq: AsyncEventQueue,
+}
+
+impl AsyncListener {
+    /// [`Listener::bind`], its queue registered with the current tokio
+    /// reactor.
+    ///
+    /// # Errors
+    /// As [`Listener::bind`] and [`AsyncEventQueue::new`].
+    pub fn bind(hints: &Hints) -> Result<Self> {
+        Self::new(Listener::bind(hints)?)
+    }
+
+    /// Registers `listener`'s queue with the current tokio reactor.
+    ///
+    /// # Errors
+    /// As [`AsyncEventQueue::new`].
+    pub fn new(listener: Listener) -> Result<Self> {
+        let eq = AsyncEventQueue::new(listener.eq().clone())?;
+        Ok(AsyncListener { listener, eq })
+    }
+
+    /// The address it listens on.
+    ///
+    /// # Errors
+    /// As [`Listener::local_addr`].
+    pub fn local_addr(&self) -> Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The next connection request.
+    ///
+    /// # Errors
+    /// As [`Listener::incoming`].
+    pub async fn incoming(&self) -> Result<Incoming> {
+        let mut buf = EventBuf::new();
+        loop {
+            let read = self.eq.read(&mut buf).await?;
+            if let Some(incoming) = self.listener.request_of(read) {
+                return incoming;
+            }
+        }
+    }
+
+    /// The next connection, accepted with no connection data.
+    ///
+    /// # Errors
+    /// As [`Listener::accept`].
+    pub async fn accept(&self) -> Result<AsyncConnection> {
+        let incoming = self.incoming().await?;
+        AsyncConnection::established(incoming.start::<cq::Msg>(&[], &cq::CqAttr::new())?).await
+    }
+
+    /// The listener.
+    #[must_use]
+    pub fn get_ref(&self) -> &Listener {
+        &self.listener
+    }
+}
+
+/// A [`Connection`] whose completions and events are awaited.
+pub struct AsyncConnection<F: Format = cq::Msg> {
+    conn: Connection<F>,
+    cq: AsyncCompletionQueue<F>,
+    eq: AsyncEventQueue,
+}
+
+impl AsyncConnection {
+    /// [`Connection::connect`], awaiting the connection.
+    ///
+    /// # Errors
+    /// As [`Connection::connect`].
+    pub async fn connect(hints: &Hints, data: &[u8]) -> Result<Self> {
+        let info = crate::conn::first_info(hints, crate::info::EpType::Msg, false)?;
+        let fabric = crate::Fabric::open(&info)?;
+        Self::established(Connection::start(&fabric, &info, data, &cq::CqAttr::new())?).await
+    }
+}
+
+impl<F: Format> AsyncConnection<F> {
+    /// Awaits the `FI_CONNECTED` of `pending`.
+    async fn established(pending: Pending<F>) -> Result<Self> {
+        let eq = AsyncEventQueue::new(pending.eq.clone())?;
+        let cq = AsyncCompletionQueue::new(pending.cq.clone())?;
+        let mut buf = EventBuf::new();
+        loop {
+            let read = eq.read(&mut buf).await?;
+            if let Some(outcome) = pending.outcome(read) {
+                let conn = pending.finish(outcome?);
+                return Ok(AsyncConnection { conn, cq, eq });
+            }
+        }
+    }
+
+    /// A pool of buffers registered with the connection's domain
+    /// ([`Connection::buffer_pool`]).
+    ///
+    /// # Errors
+    /// As [`Connection::buffer_pool`].
+    pub fn buffer_pool(&self, count: usize, slot_size: usize) -> Result<BufferPool> {
+        self.conn.buffer_pool(count, slot_size)
+    }
+
+    /// The next completion, its buffer back from `pool`
+    /// ([`AsyncCompletionQueue::next`]).
+    ///
+    /// # Errors
+    /// As [`AsyncCompletionQueue::next`].
+    pub async fn next(&self, pool: &BufferPool) -> Result<Completion> {
+        self.cq.next(pool).await
+    }
+
+    /// The completion queue, awaited.
+    #[must_use]
+    pub fn cq(&self) -> &AsyncCompletionQueue<F> {
+        &self.cq
+    }
+
+    /// The event queue, awaited (for `FI_SHUTDOWN`).
+    #[must_use]
+    pub fn eq(&self) -> &AsyncEventQueue {
+        &self.eq
+    }
+
+    /// The connection.
+    #[must_use]
+    pub fn get_ref(&self) -> &Connection<F> {
+        &self.conn
+    }
+
+    /// The connection, its queues no longer registered with the reactor.
+    #[must_use]
+    pub fn into_inner(self) -> Connection<F> {
+        self.conn
+    }
+}
+
+impl<F: Format> std::fmt::Debug for AsyncConnection<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncConnection")
+            .field("connection", &self.conn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for AsyncEventQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncEventQueue")
+            .field("queue", &self.eq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Format> std::fmt::Debug for AsyncCompletionQueue<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncCompletionQueue")
+            .field("queue", &self.cq)
+            .finish_non_exhaustive()
     }
 }

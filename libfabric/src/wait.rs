@@ -164,6 +164,9 @@ pub trait Waitable: sealed::Sealed {
     /// The fabric the queue belongs to.
     #[doc(hidden)]
     fn fabric_ptr(&self) -> *const ();
+    /// The fabric the queue belongs to, as a handle.
+    #[doc(hidden)]
+    fn fabric(&self) -> Fabric;
     /// The queue's wait object, as the provider resolved it.
     fn wait_obj(&self) -> WaitObj;
     /// The `fid_eq` of an event queue (see [`eq_has_entries`]).
@@ -525,10 +528,10 @@ pub enum Wake {
 /// ```
 /// use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, EventBuf}, wait::{WaitObj, Waiter, Wake}, EventQueue, Fabric};
 /// use std::time::Duration;
-/// let list = getinfo(&Hints::new()?.provider("tcp")?.node("127.0.0.1")?)?;
+/// let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 /// let fabric = Fabric::open(list.first().unwrap())?;
 /// let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd).write(true))?;
-/// let mut waiter = Waiter::new(&fabric, &[&eq])?;
+/// let mut waiter = Waiter::new(&[&eq])?;
 /// assert_eq!(waiter.wait(Some(Duration::from_millis(10)))?, Wake::TimedOut);
 /// eq.write_notify(eq.fid(), 7, 42)?;
 /// assert_eq!(waiter.wait(Some(Duration::from_secs(1)))?, Wake::Ready);
@@ -565,18 +568,19 @@ impl std::fmt::Debug for Waiter<'_> {
 
 impl<'q> Waiter<'q> {
     /// Collects the fids and wait fds of `queues`, which must all be
-    /// `FI_WAIT_FD` queues of `fabric`.
+    /// `FI_WAIT_FD` queues of one fabric.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no queue at all (nothing could ever
     /// wake a wait without a timeout) or a queue of another fabric;
     /// [`Error::WrongWaitMode`] for a queue without a wait fd.
-    pub fn new(fabric: &Fabric, queues: &[&'q dyn Waitable]) -> Result<Self> {
-        if queues.is_empty() {
+    pub fn new(queues: &[&'q dyn Waitable]) -> Result<Self> {
+        let Some(first) = queues.first() else {
             return Err(Error::InvalidArgument(
                 "Waiter: no queue to wait on (a wait without a timeout would never return)".into(),
             ));
-        }
+        };
+        let fabric = &first.fabric();
         let mut fids = Vec::with_capacity(queues.len());
         let mut eqs = Vec::new();
         let mut pollfds = Vec::with_capacity(queues.len());
@@ -585,7 +589,7 @@ impl<'q> Waiter<'q> {
         for q in queues {
             if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
                 return Err(Error::InvalidArgument(
-                    "Waiter: every queue must belong to the fabric given".into(),
+                    "Waiter: every queue must belong to one fabric".into(),
                 ));
             }
             let fd = q.wait_fd()?;

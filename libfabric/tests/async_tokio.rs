@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
-use libfabric::eq::{Event, EventBuf, Read};
+use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
+use libfabric::eq::{EqRead, Event, EventBuf};
 use libfabric::tokio::{AsyncCompletionQueue, AsyncEventQueue};
 use libfabric::wait::WaitObj;
 use std::time::Duration;
@@ -32,7 +32,7 @@ fn an_idle_waiter_uses_no_cpu_and_wakes_on_an_event() {
         let waiter = tokio::spawn(async move {
             let mut buf = EventBuf::new();
             match aeq.read(&mut buf).await.unwrap() {
-                Read::Event(Event::Notify(e)) => e.data,
+                EqRead::Event(Event::Notify(e)) => e.data,
                 other => panic!("{other:?}"),
             }
         });
@@ -89,7 +89,7 @@ fn many_events_from_another_thread_none_lost() {
                 .unwrap_or_else(|_| panic!("stalled at {expected}"))
                 .unwrap();
             match r {
-                Read::Event(Event::Notify(e)) => assert_eq!(e.data, expected, "in order, once"),
+                EqRead::Event(Event::Notify(e)) => assert_eq!(e.data, expected, "in order, once"),
                 other => panic!("{other:?}"),
             }
         }
@@ -179,7 +179,7 @@ fn two_async_wrappers_of_one_queue_each_get_events() {
                 .expect("the event wakes the reader")
                 .unwrap()
             {
-                Read::Event(Event::Notify(e)) => assert_eq!(e.data, i as u64),
+                EqRead::Event(Event::Notify(e)) => assert_eq!(e.data, i as u64),
                 other => panic!("{other:?}"),
             }
         }
@@ -193,7 +193,7 @@ fn two_async_wrappers_of_one_queue_each_get_events() {
             .expect("the event wakes the reader on the other runtime")
             .unwrap()
         {
-            Read::Event(Event::Notify(e)) => assert_eq!(e.data, 9),
+            EqRead::Event(Event::Notify(e)) => assert_eq!(e.data, 9),
             other => panic!("{other:?}"),
         }
     });

@@ -118,7 +118,7 @@ fn event_fids_resolve_to_their_endpoints() {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let fid = loop {
         match server_eq.read(&mut buf).unwrap() {
-            libfabric::eq::Read::Event(ev) => break ev.fid().unwrap(),
+            libfabric::eq::EqRead::Event(ev) => break ev.fid().unwrap(),
             _ => {
                 let _ = client_eq.peek(&mut libfabric::eq::EventBuf::new());
                 assert!(std::time::Instant::now() < deadline);

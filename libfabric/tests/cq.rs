@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use libfabric::cq::{Context, CqAttr, Msg, MsgEntry, Read, Tagged, TaggedEntry};
+use libfabric::cq::{Context, CqAttr, CqRead, Msg, MsgEntry, Tagged, TaggedEntry};
 use libfabric::eq::ErrDataBuf;
 use libfabric::wait::WaitObj;
 use libfabric::{CompletionQueue, Error};
@@ -50,7 +50,7 @@ fn signal_wakes_sread_and_is_told_apart_from_a_timeout() {
     // A timeout with no signal.
     assert!(matches!(
         cq.sread(&mut buf, Some(Duration::from_millis(50))).unwrap(),
-        Read::TimedOut
+        CqRead::TimedOut
     ));
     // A signal from another thread while blocked for 2 s.
     let signaller = cq.clone();
@@ -62,14 +62,14 @@ fn signal_wakes_sread_and_is_told_apart_from_a_timeout() {
     let r = cq.sread(&mut buf, Some(Duration::from_secs(2))).unwrap();
     let took = start.elapsed();
     t.join().unwrap();
-    assert!(matches!(r, Read::Signaled), "{r:?}");
+    assert!(matches!(r, CqRead::Signaled), "{r:?}");
     drop(r);
     assert!(took < Duration::from_secs(1), "woken after {took:?}");
     // A signal sent before the call makes it return at once, as a signal.
     cq.signal().unwrap();
     let start = Instant::now();
     let r = cq.sread(&mut buf, Some(Duration::from_secs(2))).unwrap();
-    assert!(matches!(r, Read::Signaled), "{r:?}");
+    assert!(matches!(r, CqRead::Signaled), "{r:?}");
     assert!(start.elapsed() < Duration::from_secs(1));
 }
 
@@ -80,12 +80,12 @@ fn every_format_reads_empty_and_readerr_is_none() {
     assert!(matches!(
         msg.read(&mut [MsgEntry::default(), MsgEntry::default()])
             .unwrap(),
-        Read::Empty
+        CqRead::Empty
     ));
     match CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()) {
         Ok(tagged) => assert!(matches!(
             tagged.read(&mut [TaggedEntry::default()]).unwrap(),
-            Read::Empty
+            CqRead::Empty
         )),
         // verbs MSG endpoints have no tagged format: a typed refusal.
         Err(e) => {
@@ -140,8 +140,8 @@ fn threshold_sread_returns_when_enough_completions_are_queued() {
             .sread_threshold(&mut buf, 2, Some(Duration::from_millis(50)))
             .unwrap()
         {
-            Read::Completions(c) => got += c.len(),
-            Read::ErrorPending => panic!("error completion"),
+            CqRead::Completions(c) => got += c.len(),
+            CqRead::Error(e) => panic!("error completion: {e:?}"),
             _ => {}
         }
         assert!(Instant::now() < deadline);
@@ -159,7 +159,7 @@ fn unsupported_wait_objects_are_typed_errors() {
             Ok(cq) => assert!(matches!(
                 cq.sread(&mut [MsgEntry::default()], Some(Duration::from_millis(10)))
                     .unwrap(),
-                Read::TimedOut
+                CqRead::TimedOut
             )),
             Err(other) => panic!("{obj:?}: {other}"),
         }

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use libfabric::av::AvType;
 use libfabric::cq::{
-    Addr, CompletionEntry, CompletionFlags, Context, CqAttr, Data, Format, Msg, Read, Tagged,
+    Addr, CompletionEntry, CompletionFlags, Context, CqAttr, CqRead, Data, Format, Msg, Tagged,
     Unspec,
 };
 use libfabric::ep::CqBind;
@@ -29,11 +29,8 @@ fn one<F: Format, R>(
     let mut buf: [F::Entry; 1] = Default::default();
     loop {
         match cq.read(&mut buf).unwrap() {
-            Read::Completions(c) => return handle(&c[0]),
-            Read::ErrorPending => {
-                let mut e = ErrDataBuf::new();
-                panic!("error completion: {:?}", cq.read_err(&mut e).unwrap());
-            }
+            CqRead::Completions(c) => return handle(&c[0]),
+            CqRead::Error(e) => panic!("error completion: {e:?}"),
             _ => {}
         }
         for o in others {
@@ -201,15 +198,13 @@ fn rdm() -> (Fabric, Domain) {
         format!("{};ofi_rxm", provider())
     };
     let hints = libfabric::Hints::new()
-        .unwrap()
         .provider(&prov)
-        .unwrap()
         .ep_type(EpType::Rdm)
         .caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE);
     let hints = if prov == "shm" {
         hints
     } else {
-        hints.node(&node()).unwrap()
+        hints.node(&node())
     };
     let info = info_for(&hints);
     let fabric = Fabric::open(&info).unwrap();
@@ -274,8 +269,8 @@ fn tagged_messages_and_readfrom_on_rdm() {
     let (entry_tag, src, rx) = loop {
         let _ = a.cq.read(&mut [Default::default()]);
         match b.cq.read_from(&mut entries, &mut addrs).unwrap() {
-            Read::Completions(c) => break (c[0].tag(), addrs[0], pool.reclaim(&c[0])),
-            Read::ErrorPending => panic!("error completion"),
+            CqRead::Completions(c) => break (c[0].tag(), addrs[0], pool.reclaim(&c[0])),
+            CqRead::Error(e) => panic!("error completion: {e:?}"),
             _ => {}
         }
         assert!(Instant::now() < deadline, "no tagged completion");
@@ -315,19 +310,14 @@ fn receive_cancelled_by_shutdown_completes_in_error() {
         let _ = pair.client_eq.peek(&mut libfabric::eq::EventBuf::new());
         let _ = pair.server_eq.peek(&mut libfabric::eq::EventBuf::new());
         match pair.server_cq.read(&mut entries).unwrap() {
-            Read::ErrorPending => {
-                let mut err = pair
-                    .server_cq
-                    .read_err(&mut errbuf)
-                    .unwrap()
-                    .expect("error entry");
+            CqRead::Error(mut err) => {
                 assert_eq!(err.err, Errno::Canceled, "{err:?}");
                 assert!(!pair.server_cq.strerror(&err).is_empty());
                 let buf = pool.reclaim_err(&mut err);
                 assert!(buf.is_some(), "the cancelled receive's buffer comes back");
                 break;
             }
-            Read::Completions(c) => panic!("unexpected completion {:?}", c[0]),
+            CqRead::Completions(c) => panic!("unexpected completion {:?}", c[0]),
             _ => {}
         }
         assert!(Instant::now() < deadline, "the receive was never cancelled");

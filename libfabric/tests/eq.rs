@@ -7,15 +7,15 @@
 mod common;
 
 use common::*;
-use libfabric::eq::{EqAttr, ErrDataBuf, Event, EventBuf, Read};
+use libfabric::eq::{EqAttr, EqRead, ErrDataBuf, Event, EventBuf};
 use libfabric::wait::{trywait, TryWait, WaitObj, Waitable};
 use libfabric::{Error, EventQueue};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::time::{Duration, Instant};
 
-fn notify(read: Read<'_>) -> (usize, u64) {
+fn notify(read: EqRead<'_>) -> (usize, u64) {
     match read {
-        Read::Event(Event::Notify(e)) => (e.context, e.data),
+        EqRead::Event(Event::Notify(e)) => (e.context, e.data),
         other => panic!("expected FI_NOTIFY, got {other:?}"),
     }
 }
@@ -43,7 +43,7 @@ fn write_then_read_alternating_peek() {
             assert_eq!((ctx, data), (100 + i as usize, i), "peek leaves the event");
         }
         match eq.read(&mut buf).unwrap() {
-            Read::Event(Event::Notify(e)) => {
+            EqRead::Event(Event::Notify(e)) => {
                 assert_eq!(e.fid, eq.fid());
                 assert_eq!(e.context, 100 + i as usize);
                 assert_eq!(e.data, i);
@@ -51,7 +51,7 @@ fn write_then_read_alternating_peek() {
             other => panic!("{other:?}"),
         }
     }
-    assert!(matches!(eq.read(&mut buf).unwrap(), Read::Empty));
+    assert!(matches!(eq.read(&mut buf).unwrap(), EqRead::Empty));
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn a_queue_of_32_takes_exactly_32_writes() {
         );
     }
     assert!(
-        matches!(eq.read(&mut buf).unwrap(), Read::Empty),
+        matches!(eq.read(&mut buf).unwrap(), EqRead::Empty),
         "exactly 32 events"
     );
 }
@@ -118,7 +118,7 @@ fn sread_times_out_within_bounds_and_returns_pending_at_once() {
     let start = Instant::now();
     assert!(matches!(
         eq.sread(&mut buf, Some(Duration::from_secs(2))).unwrap(),
-        Read::TimedOut
+        EqRead::TimedOut
     ));
     let took = start.elapsed();
     assert!(
@@ -153,7 +153,7 @@ fn peek_five_then_read_five() {
     for i in 0..5 {
         assert_eq!(notify(eq.read(&mut buf).unwrap()), (i, i as u64));
     }
-    assert!(matches!(eq.read(&mut buf).unwrap(), Read::Empty));
+    assert!(matches!(eq.read(&mut buf).unwrap(), EqRead::Empty));
 }
 
 #[test]
@@ -192,7 +192,7 @@ fn unsupported_wait_objects_are_typed_errors() {
                 let mut buf = EventBuf::new();
                 assert!(matches!(
                     eq.sread(&mut buf, Some(Duration::from_millis(10))).unwrap(),
-                    Read::TimedOut
+                    EqRead::TimedOut
                 ));
             }
             Err(other) => panic!("{obj:?}: expected UnsupportedWait, got {other}"),
@@ -244,7 +244,7 @@ fn a_buffer_too_small_for_connection_data_is_refused() {
         other => panic!("expected BufferTooSmall, got {other:?}"),
     }
     let mut enough = EventBuf::with_cm_data_capacity(max).unwrap();
-    assert!(matches!(eq.read(&mut enough).unwrap(), Read::Empty));
+    assert!(matches!(eq.read(&mut enough).unwrap(), EqRead::Empty));
 }
 
 #[test]

@@ -15,7 +15,7 @@
 mod common;
 
 use common::*;
-use libfabric::eq::{EqAttr, Event, EventBuf, Read};
+use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
 use libfabric::wait::{trywait, TryWait, WaitObj, Waitable, Waiter, Wake};
 use libfabric::{EventQueue, Fabric};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -74,7 +74,7 @@ fn run(mut wait: impl FnMut(&EventQueue) -> bool, eq: &EventQueue) -> usize {
     let deadline = Instant::now() + Duration::from_secs(120);
     while seen < events {
         assert!(Instant::now() < deadline, "run did not finish");
-        if !wait(eq) && matches!(eq.peek(&mut buf).unwrap(), Read::Event(_)) {
+        if !wait(eq) && matches!(eq.peek(&mut buf).unwrap(), EqRead::Event(_)) {
             // An event is queued after a timed-out wait: lost, unless the
             // fd is readable now (a wake-up that was only late).
             let fd = borrowed(eq.wait_fd().unwrap());
@@ -85,11 +85,11 @@ fn run(mut wait: impl FnMut(&EventQueue) -> bool, eq: &EventQueue) -> usize {
         }
         loop {
             match eq.read(&mut buf).unwrap() {
-                Read::Event(Event::Notify(_)) => {
+                EqRead::Event(Event::Notify(_)) => {
                     seen += 1;
                     consumed.store(seen, Ordering::Release);
                 }
-                Read::Empty => break,
+                EqRead::Empty => break,
                 other => panic!("{other:?}"),
             }
         }
@@ -119,7 +119,7 @@ fn the_waiter_loses_no_wake_up() {
     let mut stalls = 0;
     for _ in 0..reps() {
         let eq = queue(&fabric);
-        let mut waiter = Waiter::new(&fabric, &[&eq]).unwrap();
+        let mut waiter = Waiter::new(&[&eq]).unwrap();
         stalls += run(|_| waiter.wait(Some(STALL)).unwrap() == Wake::Ready, &eq);
     }
     println!(

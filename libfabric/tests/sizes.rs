@@ -179,13 +179,10 @@ struct RdmEp {
 fn rdm_info() -> libfabric::Info {
     getinfo(
         &Hints::new()
-            .unwrap()
             .provider("tcp;ofi_rxm")
-            .unwrap()
             .ep_type(EpType::Rdm)
             .caps(Caps::MSG | Caps::TAGGED)
-            .node("127.0.0.1")
-            .unwrap(),
+            .node("127.0.0.1"),
     )
     .expect("tcp;ofi_rxm")
     .into_iter()

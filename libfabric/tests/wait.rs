@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use libfabric::cq::{CqAttr, Msg, MsgEntry};
-use libfabric::eq::{EqAttr, Event, EventBuf, Read};
+use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
 use libfabric::wait::{trywait, PollFdSet, TryWait, WaitObj, WaitSet, Waitable, Waiter, Wake};
 use libfabric::{CompletionQueue, Error, EventQueue};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
@@ -36,7 +36,7 @@ fn trywait_over_an_eq_and_a_cq_together() {
         assert_eq!(pending, TryWait::EventsPending);
     }
     let mut buf = EventBuf::new();
-    assert!(matches!(eq.read(&mut buf).unwrap(), Read::Event(_)));
+    assert!(matches!(eq.read(&mut buf).unwrap(), EqRead::Event(_)));
     assert_eq!(trywait(&fabric, &[&eq, &cq]).unwrap(), TryWait::MayBlock);
 }
 
@@ -130,7 +130,7 @@ fn ten_thousand_events_through_the_waiter_none_lost_none_twice() {
     let mut seen = vec![false; N as usize];
     let mut count = 0u64;
     let mut buf = EventBuf::new();
-    let mut waiter = Waiter::new(&fabric, &[&eq]).unwrap();
+    let mut waiter = Waiter::new(&[&eq]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while count < N {
         assert_eq!(
@@ -140,13 +140,13 @@ fn ten_thousand_events_through_the_waiter_none_lost_none_twice() {
         );
         loop {
             match eq.read(&mut buf).unwrap() {
-                Read::Event(Event::Notify(e)) => {
+                EqRead::Event(Event::Notify(e)) => {
                     let i = e.data as usize;
                     assert!(!seen[i], "event {i} reported twice");
                     seen[i] = true;
                     count += 1;
                 }
-                Read::Empty => break,
+                EqRead::Empty => break,
                 other => panic!("{other:?}"),
             }
         }
@@ -154,7 +154,7 @@ fn ten_thousand_events_through_the_waiter_none_lost_none_twice() {
     }
     writer.join().unwrap();
     assert!(seen.iter().all(|s| *s));
-    assert!(matches!(eq.read(&mut buf).unwrap(), Read::Empty));
+    assert!(matches!(eq.read(&mut buf).unwrap(), EqRead::Empty));
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn waiter_times_out_when_idle() {
     let Some(cq) = pollable_cq::<Msg>(&domain) else {
         return;
     };
-    let mut waiter = Waiter::new(&fabric, &[&eq, &cq]).unwrap();
+    let mut waiter = Waiter::new(&[&eq, &cq]).unwrap();
     let start = Instant::now();
     assert_eq!(
         waiter.wait(Some(Duration::from_millis(100))).unwrap(),
@@ -173,7 +173,7 @@ fn waiter_times_out_when_idle() {
     assert!(start.elapsed() >= Duration::from_millis(90));
     let none = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
     assert!(matches!(
-        Waiter::new(&fabric, &[&none]),
+        Waiter::new(&[&none]),
         Err(Error::WrongWaitMode { .. })
     ));
 }
@@ -201,7 +201,7 @@ fn wait_set_signaled_by_its_queues() {
     assert!(!set.wait(Some(Duration::from_millis(20))).unwrap());
     eq.write_notify(eq.fid(), 0, 1).unwrap();
     assert!(set.wait(Some(Duration::from_secs(1))).unwrap());
-    assert!(matches!(eq.read(&mut buf).unwrap(), Read::Event(_)));
+    assert!(matches!(eq.read(&mut buf).unwrap(), EqRead::Event(_)));
     assert!(
         matches!(set.clone().close(), Err((_, Error::InUse { .. }))),
         "the EQ uses it"
@@ -284,7 +284,7 @@ fn poll_set_names_the_queue_with_completions() {
     let mut e = [MsgEntry::default()];
     assert!(matches!(
         pair.server_cq.read(&mut e).unwrap(),
-        libfabric::cq::Read::Completions(_)
+        libfabric::cq::CqRead::Completions(_)
     ));
     // A queue of another domain is refused; removing works once.
     assert!(matches!(

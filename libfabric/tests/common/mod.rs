@@ -5,12 +5,12 @@
 
 use libfabric::cq::{CqAttr, Format};
 use libfabric::ep::CqBind;
-use libfabric::eq::{EqAttr, EqError, ErrDataBuf, Event, EventBuf, Read};
+use libfabric::eq::{EqAttr, EqError, EqRead, ErrDataBuf, Event, EventBuf};
 use libfabric::info::{Caps, EpType};
 use libfabric::wait::WaitObj;
 use libfabric::{
-    getinfo, BufferPool, CompletionQueue, ConnRequest, Domain, Endpoint, EventQueue, Fabric, Hints,
-    Info, PassiveEndpoint,
+    getinfo, BufferPool, CompletionQueue, ConnRequest, Connection, Domain, Endpoint, EventQueue,
+    Fabric, Hints, Info, Listener, PassiveEndpoint,
 };
 use std::time::{Duration, Instant};
 
@@ -36,9 +36,7 @@ pub fn is_tcp() -> bool {
 /// Fails with a message that says what is missing, never skips.
 pub fn msg_hints() -> Hints {
     Hints::new()
-        .unwrap()
         .provider(&provider())
-        .unwrap()
         .ep_type(EpType::Msg)
         .caps(Caps::MSG)
         .cq_data_size(if is_iwarp() { 0 } else { 4 })
@@ -80,16 +78,14 @@ pub fn provider_hints() -> Hints {
         msg_hints()
     } else {
         Hints::new()
-            .unwrap()
             .provider(&provider())
-            .unwrap()
             .ep_type(EpType::Rdm)
             .caps(Caps::MSG | Caps::TAGGED)
     };
     if provider() == "shm" {
         hints
     } else {
-        hints.node(&node()).unwrap()
+        hints.node(&node())
     }
 }
 
@@ -217,10 +213,10 @@ pub enum Ev {
     Other(String),
 }
 
-pub fn own(read: Read<'_>, eq: &EventQueue) -> Option<Ev> {
+pub fn own(read: EqRead<'_>, eq: &EventQueue) -> Option<Ev> {
     match read {
-        Read::Empty | Read::TimedOut => None,
-        Read::ErrorPending => {
+        EqRead::Empty | EqRead::TimedOut => None,
+        EqRead::ErrorPending => {
             let mut buf = ErrDataBuf::new();
             let e: EqError<'_> = eq.read_err(&mut buf).unwrap().expect("error entry");
             Some(Ev::Error {
@@ -228,19 +224,23 @@ pub fn own(read: Read<'_>, eq: &EventQueue) -> Option<Ev> {
                 data: e.err_data.to_vec(),
             })
         }
-        Read::Event(Event::Notify(e)) => Some(Ev::Notify {
+        EqRead::Error(e) => Some(Ev::Error {
+            err: e.err,
+            data: e.err_data.to_vec(),
+        }),
+        EqRead::Event(Event::Notify(e)) => Some(Ev::Notify {
             context: e.context,
             data: e.data,
         }),
-        Read::Event(Event::ConnReq(c)) => Some(Ev::ConnReq {
-            request: c.request.expect("a read CONNREQ owns its request"),
+        EqRead::Event(Event::ConnReq(c)) => Some(Ev::ConnReq {
+            request: c.request,
             data: c.data.to_vec(),
         }),
-        Read::Event(Event::Connected(c)) => Some(Ev::Connected {
+        EqRead::Event(Event::Connected(c)) => Some(Ev::Connected {
             data: c.data.to_vec(),
         }),
-        Read::Event(Event::Shutdown(_)) => Some(Ev::Shutdown),
-        Read::Event(other) => Some(Ev::Other(format!("{other:?}"))),
+        EqRead::Event(Event::Shutdown(_)) => Some(Ev::Shutdown),
+        EqRead::Event(other) => Some(Ev::Other(format!("{other:?}"))),
     }
 }
 
@@ -274,6 +274,9 @@ pub struct Pair<F: Format> {
     pub client_pool: BufferPool,
     pub server_pool: BufferPool,
     pub pep: PassiveEndpoint,
+    /// The listener's queue, where connection requests arrive.
+    pub listener_eq: EventQueue,
+    /// The server endpoint's queue.
     pub server_eq: EventQueue,
     pub client_eq: EventQueue,
     pub server: Endpoint,
@@ -283,15 +286,13 @@ pub struct Pair<F: Format> {
     pub connected_data: Vec<u8>,
 }
 
+/// The `fi_info` a listener on the suite's node binds with (any port).
+pub fn listen_info() -> Info {
+    info_for(&msg_hints().node(node()).service(0).source(true))
+}
+
 pub fn listener(fabric: &Fabric) -> (PassiveEndpoint, EventQueue, Info) {
-    let info = info_for(
-        &msg_hints()
-            .node(&node())
-            .unwrap()
-            .service("0")
-            .unwrap()
-            .source(true),
-    );
+    let info = listen_info();
     let pep = PassiveEndpoint::open(fabric, &info).expect("fi_passive_ep");
     let eq = fd_eq(fabric);
     pep.bind_eq(&eq).unwrap();
@@ -304,9 +305,7 @@ pub fn client_info(pep: &PassiveEndpoint) -> Info {
     info_for(
         &msg_hints()
             .node(&addr.ip().to_string())
-            .unwrap()
-            .service(&addr.port().to_string())
-            .unwrap(),
+            .service(&addr.port().to_string()),
     )
 }
 
@@ -343,57 +342,36 @@ pub fn connect_pair_with<F: Format>(
     accept_data: &[u8],
 ) -> Pair<F> {
     let (fabric, _) = fabric();
-    let (pep, server_eq, _) = listener(&fabric);
-    let cinfo = client_info(&pep);
-    let domain = Domain::open(&fabric, &cinfo).expect("fi_domain (client)");
-    let client_eq = fd_eq(&fabric);
-    let client_cq = CompletionQueue::<F>::open(&domain, &cq_attr).unwrap();
-    let client = Endpoint::open(&domain, &cinfo).unwrap();
-    client.bind_eq(&client_eq).unwrap();
-    client
-        .bind_cq(&client_cq, CqBind::TRANSMIT | CqBind::RECV)
-        .unwrap();
-    client.enable().unwrap();
-    client.connect(req_data).unwrap();
-
-    let req = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
-    let Ev::ConnReq { request, data } = req else {
-        panic!("expected CONNREQ, got {req:?}")
-    };
-    assert_eq!(data, req_data, "connection request data");
-    let server_domain = Domain::open(&fabric, request.info()).expect("fi_domain (server)");
-    let server_cq = CompletionQueue::<F>::open(&server_domain, &cq_attr).unwrap();
-    let server = Endpoint::from_request(&server_domain, request).unwrap();
-    server.bind_eq(&server_eq).unwrap();
-    server
-        .bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)
-        .unwrap();
-    server.enable().unwrap();
-    server.accept(accept_data).unwrap();
-
-    let ev = next_event(&client_eq, &[&server_eq], Duration::from_secs(10));
-    let Ev::Connected { data } = ev else {
-        panic!("expected CONNECTED on the client, got {ev:?}")
-    };
-    let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
-    assert!(
-        matches!(ev, Ev::Connected { .. }),
-        "expected CONNECTED on the server, got {ev:?}"
-    );
+    let listener = Listener::on(&fabric, &listen_info()).expect("listen");
+    let cinfo = client_info(listener.passive_endpoint());
+    let (server, client) = std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            let incoming = listener.incoming().expect("a connection request");
+            assert_eq!(incoming.data(), req_data, "connection request data");
+            incoming
+                .accept_with::<F>(accept_data, &cq_attr)
+                .expect("accept")
+        });
+        let client =
+            Connection::<F>::connect_on(&fabric, &cinfo, req_data, &cq_attr).expect("connect");
+        (server.join().expect("the accepting thread"), client)
+    });
+    let (s, c) = (server.into_parts(), client.into_parts());
     Pair {
+        client_pool: BufferPool::new(&c.domain, 8, 4096).unwrap(),
+        server_pool: BufferPool::new(&s.domain, 8, 4096).unwrap(),
         fabric,
-        client_pool: BufferPool::new(&domain, 8, 4096).unwrap(),
-        server_pool: BufferPool::new(&server_domain, 8, 4096).unwrap(),
-        client_domain: domain,
-        server_domain,
-        pep,
-        server_eq,
-        client_eq,
-        server,
-        client,
-        server_cq,
-        client_cq,
-        connected_data: data,
+        client_domain: c.domain,
+        server_domain: s.domain,
+        pep: listener.passive_endpoint().clone(),
+        listener_eq: listener.eq().clone(),
+        server_eq: s.eq,
+        client_eq: c.eq,
+        server: s.endpoint,
+        client: c.endpoint,
+        server_cq: s.cq,
+        client_cq: c.cq,
+        connected_data: c.peer_data,
     }
 }
 

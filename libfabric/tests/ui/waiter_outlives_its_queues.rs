@@ -2,6 +2,6 @@
 use libfabric::wait::Waiter;
 fn waiter(fabric: &libfabric::Fabric) -> Waiter<'static> {
     let eq = libfabric::EventQueue::open(fabric, &Default::default()).unwrap();
-    Waiter::new(fabric, &[&eq]).unwrap()
+    Waiter::new(&[&eq]).unwrap()
 }
 fn main() {}

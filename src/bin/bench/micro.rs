@@ -2,8 +2,8 @@
 //! and its Rust counterpart written on the safe API, run on the same queues.
 
 use crate::baselines as c;
-use libfabric::cq::{CqAttr, Msg, MsgEntry, Read as CqRead};
-use libfabric::eq::{EqAttr, Event, EventBuf, Read};
+use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
+use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType};
 use libfabric::tokio::AsyncEventQueue;
 use libfabric::wait::{trywait, TryWait, WaitObj, Waiter, Wake};
@@ -51,11 +51,11 @@ impl Queues {
         } else {
             EpType::Rdm
         };
-        let hints = Hints::new()?
-            .provider(provider)?
+        let hints = Hints::new()
+            .provider(provider)
             .ep_type(ep_type)
             .caps(Caps::MSG)
-            .node(node)?;
+            .node(node);
         let list = getinfo(&hints)?;
         let info = list.first().ok_or(libfabric::Error::NoProvider {
             request: format!("provider {provider}"),
@@ -280,7 +280,7 @@ fn rust_eq_write_read(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>,
     for i in 0..iters {
         q.eq.write_notify(fid, 0, i).map_err(|e| e.to_string())?;
         match q.eq.read(&mut buf) {
-            Ok(Read::Event(Event::Notify(e))) if e.data == i => {}
+            Ok(EqRead::Event(Event::Notify(e))) if e.data == i => {}
             other => return Err(format!("fi_eq_read after a write gave {other:?}")),
         }
     }
@@ -306,7 +306,7 @@ fn rust_eq_read_queued(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>
         let start = cpu_ns();
         for j in 0..n {
             match q.eq.read(&mut buf) {
-                Ok(Read::Event(Event::Notify(e))) if e.data == j => {}
+                Ok(EqRead::Event(Event::Notify(e))) if e.data == j => {}
                 other => return Err(format!("fi_eq_read of a queued event gave {other:?}")),
             }
         }
@@ -343,9 +343,8 @@ fn rust_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64
         let start = cpu_ns();
         for j in 0..n {
             match q.eq.read(&mut buf) {
-                Ok(Read::Event(Event::ConnReq(r)))
-                    if r.request.is_none()
-                        && r.data.len() == data
+                Ok(EqRead::Event(Event::UnownedConnReq(r)))
+                    if r.data.len() == data
                         && r.data[data - 1] == (j as usize + data - 1) as u8 => {}
                 other => return Err(format!("fi_eq_read of a queued CONNREQ gave {other:?}")),
             }
@@ -449,7 +448,7 @@ fn spawn_writer_to(
         let result = (0..iters).try_for_each(|i| {
             if i > 0 {
                 match ack.sread(&mut buf, Some(TIMEOUT)) {
-                    Ok(Read::Event(_)) => {}
+                    Ok(EqRead::Event(_)) => {}
                     other => return Err(format!("writer: acknowledgement read gave {other:?}")),
                 }
             }
@@ -469,10 +468,10 @@ fn spawn_writer_to(
 }
 
 /// Records the latency of the event just read and acknowledges it.
-fn take_sample(read: libfabric::Result<Read<'_>>, ack: &EventQueue) -> Result<u64, String> {
+fn take_sample(read: libfabric::Result<EqRead<'_>>, ack: &EventQueue) -> Result<u64, String> {
     let now = mono_ns();
     match read {
-        Ok(Read::Event(Event::Notify(e))) if e.data != WRITER_FAILED => {
+        Ok(EqRead::Event(Event::Notify(e))) if e.data != WRITER_FAILED => {
             ack.write_notify(ack.fid(), 0, 0)
                 .map_err(|e| e.to_string())?;
             Ok(now.saturating_sub(e.data))
@@ -508,11 +507,11 @@ fn rust_wake_waiter(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, S
     let p = wake_pair(q)?;
     let mut samples = vec![0u64; iters as usize];
     let mut buf = EventBuf::new();
-    let mut waiter = Waiter::new(&q.fabric, &[&p.eq]).map_err(|e| e.to_string())?;
+    let mut waiter = Waiter::new(&[&p.eq]).map_err(|e| e.to_string())?;
     let writer = spawn_writer(&p, iters);
     let reader = samples.iter_mut().try_for_each(|s| loop {
         match p.eq.read(&mut buf) {
-            Ok(Read::Empty) => match waiter.wait(Some(TIMEOUT)) {
+            Ok(EqRead::Empty) => match waiter.wait(Some(TIMEOUT)) {
                 Ok(Wake::Ready) => continue,
                 other => return Err(format!("reader: Waiter::wait gave {other:?}")),
             },
