@@ -284,7 +284,7 @@ fn a_panic_while_a_connection_request_is_held_frees_its_info_once() {
     let ev = next_event(&second.eq, &[&eq], Duration::from_secs(10));
     match ev {
         Ev::Error { err, data, .. } => {
-            assert_eq!(err, libfabric::Errno::ConnRefused);
+            assert_eq!(err, libfabric::Errno::CONNREFUSED);
             assert!(
                 data.is_empty(),
                 "a dropped request is rejected without data"
@@ -321,7 +321,7 @@ fn a_panic_while_a_connection_request_is_held_frees_its_info_once() {
         matches!(
             ev,
             Ev::Error {
-                err: libfabric::Errno::ConnRefused,
+                err: libfabric::Errno::CONNREFUSED,
                 ..
             }
         ),

@@ -18,7 +18,7 @@
 
 use crate::connreq::{ConnRequest, RequestSource};
 use crate::error::{
-    check_len, check_queue_size, try_zeroed, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL,
+    check_len, check_queue_size, classify, try_zeroed, Errno, Error, Handback, ObjectKind, Result,
 };
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
@@ -260,7 +260,7 @@ impl EqInner {
                     0,
                 )
             };
-            if ret == EAVAIL {
+            if classify(ret) == Err(Errno::AVAIL) {
                 let (data, size) = errbuf.raw_parts();
                 let mut entry = sys::fi_eq_err_entry {
                     err_data: data,
@@ -276,7 +276,9 @@ impl EqInner {
             if ret < 0 {
                 break;
             }
-            if event == sys::FI_CONNREQ && ret as usize >= size_of::<sys::fi_eq_cm_entry>() {
+            if event == sys::FI_CONNREQ
+                && classify(ret).is_ok_and(|len| len >= size_of::<sys::fi_eq_cm_entry>())
+            {
                 // SAFETY: a full fi_eq_cm_entry was written at the start of
                 // the u64-aligned buffer.
                 let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
@@ -602,10 +604,9 @@ impl EventQueue {
                 ptr::null_mut(),
             )
         };
-        if ret < 0
-            && wait_obj != WaitObj::None
+        if wait_obj != WaitObj::None
             && attr.flags & sys::FI_AFFINITY == 0
-            && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
+            && matches!(classify(ret), Err(Errno::INVAL | Errno::NOSYS))
         {
             return Err(Error::UnsupportedWait {
                 queue: "event queue",
@@ -766,7 +767,7 @@ impl EventQueue {
         // err_data_size non-zero the provider copies err_data into our
         // buffer (API >= 1.5, which getinfo requests).
         let ret = unsafe { sys::fi_eq_readerr(self.inner.fid.as_ptr(), &mut entry, 0) };
-        if ret == EAGAIN {
+        if classify(ret) == Err(Errno::AGAIN) {
             return Ok(None);
         }
         check_len("fi_eq_readerr", ret)?;
@@ -775,7 +776,7 @@ impl EventQueue {
             fid: Fid::from_raw(entry.fid),
             context: entry.context as usize,
             data: entry.data,
-            err: Errno::from_raw(entry.err),
+            err: Errno::from_raw_os_error(entry.err),
             prov_errno: entry.prov_errno,
             err_data,
             provided: err_data,
@@ -808,7 +809,7 @@ impl EventQueue {
         };
         let n = check_len("fi_eq_write", ret)?;
         if n != size_of::<sys::fi_eq_entry>() {
-            return Err(Error::fabric("fi_eq_write", -libc::EIO));
+            return Err(Error::call("fi_eq_write", Errno::IO));
         }
         Ok(())
     }
@@ -861,10 +862,10 @@ impl EventQueue {
     /// other handles exist, in which case the queue is handed back.
     /// Connection requests still queued are rejected first, and passive
     /// endpoints bound to it close with it.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,
-            "event queue",
+            ObjectKind::EventQueue,
             |inner| EventQueue { inner },
             |i| {
                 i.drain();
@@ -902,7 +903,9 @@ pub(crate) fn decode<'b>(
     peek: bool,
     call: &'static str,
 ) -> Result<Read<'b>> {
-    if ret >= size_of::<sys::fi_eq_entry>() as isize && event == sys::FI_NOTIFY {
+    if event == sys::FI_NOTIFY
+        && classify(ret).is_ok_and(|len| len >= size_of::<sys::fi_eq_entry>())
+    {
         // SAFETY: the provider wrote at least a full fi_eq_entry at the
         // start of the u64-aligned buffer.
         let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_entry) };
@@ -912,7 +915,7 @@ pub(crate) fn decode<'b>(
             data: e.data,
         })));
     }
-    if ret == EAGAIN {
+    if classify(ret) == Err(Errno::AGAIN) {
         return Ok(Read::Empty);
     }
     decode_other(eq, ret, event, buf, peek, call)
@@ -928,7 +931,7 @@ fn decode_other<'b>(
     peek: bool,
     call: &'static str,
 ) -> Result<Read<'b>> {
-    if ret == EAVAIL {
+    if classify(ret) == Err(Errno::AVAIL) {
         return Ok(Read::ErrorPending);
     }
     let len = check_len(call, ret)?;
@@ -940,7 +943,7 @@ fn decode_other<'b>(
     };
     let entry = || -> Result<Entry> {
         if len < size_of::<sys::fi_eq_entry>() {
-            return Err(Error::fabric(call, -libc::EIO));
+            return Err(Error::call(call, Errno::IO));
         }
         // SAFETY: at least a full fi_eq_entry was written; u64 alignment.
         let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_entry) };
@@ -953,7 +956,7 @@ fn decode_other<'b>(
     let cm = || -> Result<(Fid, *mut sys::fi_info, &'b [u8])> {
         let head = size_of::<sys::fi_eq_cm_entry>();
         if len < head {
-            return Err(Error::fabric(call, -libc::EIO));
+            return Err(Error::call(call, Errno::IO));
         }
         // SAFETY: at least the fixed part of fi_eq_cm_entry was written.
         let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_cm_entry) };

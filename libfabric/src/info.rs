@@ -1,7 +1,7 @@
 //! Discovery: `fi_getinfo(3)` hints, the list of matching providers and the
 //! owned `fi_info` entries that open fabrics, domains and endpoints.
 
-use crate::error::{check, Error, Result};
+use crate::error::{check, classify, Errno, Error, Result};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
 use std::ffi::{c_char, CStr, CString};
@@ -191,9 +191,9 @@ impl Hints {
         // all attribute structs allocated, or NULL; it is released with
         // fi_freeinfo, which Info's Drop does.
         let raw = unsafe { sys::fi_allocinfo() };
-        let info = Info::from_raw(raw).ok_or(Error::Fabric {
+        let info = Info::from_raw(raw).ok_or(Error::Call {
             call: "fi_allocinfo",
-            errno: crate::Errno::NoMem,
+            errno: Errno::NOMEM,
         })?;
         let mut hints = Hints {
             info,
@@ -352,7 +352,7 @@ impl fmt::Debug for Hints {
 }
 
 fn cstring(s: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::InvalidArgument(format!("{s:?} contains a NUL byte")))
+    CString::new(s).map_err(|_| Error::InvalidArgument(format!("{s:?} contains a NUL byte").into()))
 }
 
 /// Checks that the runtime library is at least the header version.
@@ -391,7 +391,7 @@ pub fn getinfo(hints: &Hints) -> Result<InfoList> {
             &mut head,
         )
     };
-    if ret == -sys::errno::FI_ENODATA {
+    if classify(ret) == Err(Errno::NODATA) {
         return Err(Error::NoProvider {
             request: hints.describe(),
         });
@@ -629,9 +629,9 @@ impl InfoEntry {
         // SAFETY: fi_dupinfo(3) deep-copies one fi_info (next is not
         // followed) into memory the caller frees with fi_freeinfo.
         let dup = unsafe { sys::fi_dupinfo(&self.0) };
-        Info::from_raw(dup).ok_or(Error::Fabric {
+        Info::from_raw(dup).ok_or(Error::Call {
             call: "fi_dupinfo",
-            errno: crate::Errno::NoMem,
+            errno: Errno::NOMEM,
         })
     }
 

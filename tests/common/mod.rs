@@ -311,7 +311,7 @@ pub fn reclaim_flushed<F: Format>(
                 assert!(
                     matches!(
                         err.err,
-                        Errno::Canceled | Errno::NotConn | Errno::ConnReset | Errno::Shutdown
+                        Errno::CANCELED | Errno::NOTCONN | Errno::CONNRESET | Errno::SHUTDOWN
                     ),
                     "a flushed operation fails with ECANCELED, ENOTCONN or ECONNRESET: {err:?}"
                 );
