@@ -204,7 +204,7 @@ fn pair() -> Pair {
     client.enable().unwrap();
     client.connect(&[]).unwrap();
     let request = wait_event(&server_eq, &client_eq, |ev| match ev {
-        Event::ConnReq(req) => req.request,
+        Event::ConnReq(req) => Some(req.request),
         _ => None,
     });
     assert!(socket_addr(request.info().dest_addr()).is_some());

@@ -14,8 +14,8 @@ mod micro;
 
 use libfabric::cq::{CqRead, MsgEntry};
 use libfabric::eq::{EqRead, Event, EventBuf};
-use libfabric::sys;
 use libfabric::wait::{trywait, TryWait};
+use libfabric_sys::fabric as sys;
 use micro::{Kind, Queues, CASES};
 use std::mem::size_of;
 

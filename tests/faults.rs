@@ -63,8 +63,8 @@ fn peer_process_streaming_sends() {
             buf[..8].copy_from_slice(&next.to_le_bytes());
             match ep.send(buf, 8) {
                 Ok(()) => next += 1,
-                Err(e) if e.is_again() => break,
-                Err(e) => panic!("peer: fi_send: {e}"),
+                Err(e) if e.1.is_again() => break,
+                Err(e) => panic!("peer: fi_send: {}", e.1),
             }
         }
         match cq.sread(&mut entries, Some(Duration::from_millis(100))) {
@@ -143,7 +143,7 @@ impl Survivor {
             self.first_error = Some((at.elapsed(), err.err, err.prov_errno));
         }
         assert!(
-            matches!(err.err, Errno::Canceled | Errno::ConnReset | Errno::NotConn),
+            matches!(err.err, Errno::CANCELED | Errno::CONNRESET | Errno::NOTCONN),
             "a receive of a dead connection fails with ECANCELED: {err:?}"
         );
         assert!(
@@ -242,7 +242,7 @@ fn a_peer_killed_mid_traffic_is_detected_and_the_listener_accepts_again() {
 
     // Receive until it is time to kill the peer, then until the loss is seen.
     let mut entries: [MsgEntry; 16] = Default::default();
-    let mut errbuf = libfabric::eq::ErrDataBuf::new();
+    let _errbuf = libfabric::eq::ErrDataBuf::new();
     let mut evbuf = EventBuf::new();
     let mut killed_at: Option<Instant> = None;
     let mut shutdown_after: Option<Duration> = None;
@@ -693,7 +693,7 @@ fn a_burst_of_connections_with_every_third_rejected_gives_exactly_the_expected_e
                     assert!(rejected(i), "client {i}: unexpected error entry {err:?}");
                     assert_eq!(
                         err,
-                        Errno::ConnRefused,
+                        Errno::CONNREFUSED,
                         "client {i}: a reject is ECONNREFUSED"
                     );
                     assert_eq!(data, cm.reject(i), "client {i}: the reject data");

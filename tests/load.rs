@@ -288,7 +288,7 @@ fn receive(
     n: u64,
 ) -> u64 {
     let mut entries: [MsgEntry; 32] = Default::default();
-    let mut errbuf = ErrDataBuf::new();
+    let _errbuf = ErrDataBuf::new();
     let mut mine = 0u64;
     let mut idle_since = Instant::now();
     while !done.load(Ordering::Acquire) {
@@ -342,11 +342,11 @@ fn repost(ep: &libfabric::Endpoint, buf: Buffer) {
     loop {
         match ep.recv(buf) {
             Ok(()) => return,
-            Err(e) if e.is_again() && Instant::now() < deadline => {
-                buf = e.buffer;
+            Err(e) if e.1.is_again() && Instant::now() < deadline => {
+                buf = e.0;
                 std::thread::yield_now();
             }
-            Err(e) => panic!("fi_recv: {e}"),
+            Err(e) => panic!("fi_recv: {}", e.1),
         }
     }
 }
@@ -355,7 +355,7 @@ fn repost(ep: &libfabric::Endpoint, buf: Buffer) {
 /// send completions.
 fn send_all(pair: &Pair<Msg>, n: u64) -> u64 {
     let mut entries: [MsgEntry; 32] = Default::default();
-    let mut errbuf = ErrDataBuf::new();
+    let _errbuf = ErrDataBuf::new();
     let mut next = 0u64;
     let mut completed = 0u64;
     let mut spare: Option<Buffer> = None;
@@ -369,11 +369,11 @@ fn send_all(pair: &Pair<Msg>, n: u64) -> u64 {
             buf[..8].copy_from_slice(&next.to_le_bytes());
             match pair.client.send(buf, 8) {
                 Ok(()) => next += 1,
-                Err(e) if e.is_again() => {
-                    spare = Some(e.buffer);
+                Err(e) if e.1.is_again() => {
+                    spare = Some(e.0);
                     break;
                 }
-                Err(e) => panic!("fi_send of message {next}: {e}"),
+                Err(e) => panic!("fi_send of message {next}: {}", e.1),
             }
         }
         let read = if next < n && spare.is_none() {

@@ -61,7 +61,7 @@ impl Link {
         let pool = BufferPool::new(&self.domain, 2, max_size.max(1))?;
         let rx = pool.take().ok_or("no receive buffer")?;
         self.tx = Some(pool.take().ok_or("no transmit buffer")?);
-        self.ep.recv(rx)?;
+        self.ep.recv(rx).map_err(libfabric::Error::from)?;
         self.pool = Some(pool);
         Ok(())
     }
@@ -151,7 +151,7 @@ fn link(p: Parts<'_>, source: Source<'_>, mode: Mode) -> Res<Link> {
     let ep = match source {
         Source::Info(info) => Endpoint::open(&domain, info)?,
         Source::Request(request) => {
-            Endpoint::from_request(&domain, request).map_err(|e| e.error)?
+            Endpoint::from_request(&domain, request).map_err(libfabric::Error::from)?
         }
     };
     let av = if rdm {
@@ -401,7 +401,7 @@ pub fn connect(link: &Link) -> Res<()> {
     link.ep.connect(CONNECT_DATA)?;
     match next_cm(eq, "client", &link.log, Some(CONNECT_TIMEOUT), &|| {})? {
         Some(Cm::Connected) => Ok(()),
-        Some(Cm::Failed(Errno::ConnRefused, _)) => {
+        Some(Cm::Failed(Errno::CONNREFUSED, _)) => {
             Err(format!("{} refused the connection", link.peer_name).into())
         }
         Some(Cm::Failed(err, text)) => {

@@ -236,7 +236,7 @@ impl<'l> Driver<'l> {
         // Hand the buffer back to its pool: nothing stays in flight.
         let _ = self.pool.reclaim_err(&mut err);
         let hint = match err.err {
-            Errno::Canceled | Errno::ConnReset | Errno::NotConn | Errno::Shutdown => {
+            Errno::CANCELED | Errno::CONNRESET | Errno::NOTCONN | Errno::SHUTDOWN => {
                 format!(": {} closed the connection", self.link.peer_name)
             }
             _ => String::new(),
@@ -284,7 +284,7 @@ impl<'l> Driver<'l> {
             loop {
                 match self.link.ep.inject(&tx[..len], self.link.peer) {
                     Ok(()) => return Ok(tx),
-                    Err(e) if e.errno() == Some(Errno::Again) => {
+                    Err(e) if e.errno() == Some(Errno::AGAIN) => {
                         self.nudge(*deadline.get_or_insert_with(|| Instant::now() + STALL))?
                     }
                     Err(e) => return Err(e.into()),
@@ -296,11 +296,11 @@ impl<'l> Driver<'l> {
         loop {
             match self.link.ep.send_to(buf, len, self.link.peer) {
                 Ok(()) => break,
-                Err(e) if e.is_again() => {
-                    buf = e.buffer;
+                Err((back, e)) if e.is_again() => {
+                    buf = back;
                     self.nudge(*deadline.get_or_insert_with(|| Instant::now() + STALL))?;
                 }
-                Err(e) => return Err(e.error.into()),
+                Err((_, e)) => return Err(e.into()),
             }
         }
         self.next(Queue::Tx)
@@ -324,7 +324,7 @@ impl<'l> Driver<'l> {
             if self.verify {
                 check(&rx[..size], i, "client")?;
             }
-            self.link.ep.recv(rx)?;
+            self.link.ep.recv(rx).map_err(libfabric::Error::from)?;
             if i % 1024 == 1023 {
                 self.progress.tick("client", size, i + 1, iterations);
             }
@@ -343,7 +343,7 @@ impl<'l> Driver<'l> {
             if self.verify {
                 check(&rx[..size], i, "server")?;
             }
-            self.link.ep.recv(rx)?;
+            self.link.ep.recv(rx).map_err(libfabric::Error::from)?;
             if self.verify {
                 fill(&mut tx[..size], i);
             }

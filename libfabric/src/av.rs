@@ -30,7 +30,7 @@
 
 use crate::cq::Addr;
 use crate::domain::{Domain, DomainInner};
-use crate::error::{check_queue_size, CloseResult, Error, Result};
+use crate::error::{check_queue_size, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
 use libfabric_sys::fabric as sys;
 use std::ptr;
@@ -66,9 +66,10 @@ pub(crate) fn address_len(format: u32, src_addrlen: usize, addr: &[u8]) -> Resul
             f if f == libc::AF_INET as u16 => Ok(SIN),
             f if f == libc::AF_INET6 as u16 => Ok(SIN6),
             AF_IB => Ok(SOCK_IP),
-            f => Err(Error::InvalidArgument(format!(
-                "fi_av_insert: socket address family {f} is not one libfabric reads"
-            ))),
+            f => Err(Error::InvalidArgument(
+                format!("fi_av_insert: socket address family {f} is not one libfabric reads")
+                    .into(),
+            )),
         }
     };
     match format {
@@ -84,9 +85,9 @@ pub(crate) fn address_len(format: u32, src_addrlen: usize, addr: &[u8]) -> Resul
         // A provider-specific binary format: as long as the domain's own
         // address (fi_getinfo gives its length in src_addrlen).
         _ if src_addrlen > 0 => Ok(src_addrlen),
-        other => Err(Error::InvalidArgument(format!(
-            "fi_av_insert: the length of addresses of format {other} is not known"
-        ))),
+        other => Err(Error::InvalidArgument(
+            format!("fi_av_insert: the length of addresses of format {other} is not known").into(),
+        )),
     }
 }
 
@@ -265,9 +266,9 @@ impl AddressVector {
             )
         };
         if ret != 1 {
-            return Err(Error::fabric(
+            return Err(Error::call(
                 "fi_av_insert",
-                if ret < 0 { ret } else { -libc::EINVAL },
+                classify(ret).err().unwrap_or(Errno::INVAL),
             ));
         }
         if out.0 >= self.inner.capacity() {
@@ -297,9 +298,9 @@ impl AddressVector {
     pub fn remove(&self, addr: Addr) -> Result<()> {
         let mut deferred = self.inner.lock.lock().unwrap_or_else(|e| e.into_inner());
         if !self.inner.is_live(addr) {
-            return Err(Error::InvalidArgument(format!(
-                "fi_av_remove: {addr:?} is not an address of this vector"
-            )));
+            return Err(Error::InvalidArgument(
+                format!("fi_av_remove: {addr:?} is not an address of this vector").into(),
+            ));
         }
         // Transfers naming it are refused from here. While endpoints are
         // bound, one of them may be inside a post that checked the address
@@ -313,7 +314,7 @@ impl AddressVector {
         let ret = self.inner.remove_raw(addr.0);
         if ret != 0 {
             self.inner.set_live(addr.0, true);
-            return Err(Error::fabric("fi_av_remove", ret));
+            return Err(Error::from_ret("fi_av_remove", ret));
         }
         Ok(())
     }
@@ -325,10 +326,10 @@ impl AddressVector {
 
     /// Closes the vector now; [`Error::InUse`] while endpoints bound to it
     /// or other handles exist, in which case it is handed back.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,
-            "address vector",
+            ObjectKind::AddressVector,
             |inner| AddressVector { inner },
             |i| i.fid.close(),
         )

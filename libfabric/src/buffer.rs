@@ -333,9 +333,13 @@ impl BufferPool {
     #[doc(alias = "fi_mr_reg")]
     pub fn new(domain: &Domain, count: usize, slot_size: usize) -> Result<Self> {
         if count == 0 || slot_size == 0 || count > u32::MAX as usize {
-            return Err(Error::InvalidArgument(format!(
-                "a buffer pool needs 1..=2^32-1 slots of at least one byte (asked {count} x {slot_size})"
-            )));
+            return Err(Error::InvalidArgument(
+                format!(
+                    "a buffer pool needs 1..=2^32-1 slots of at least one byte \
+                     (asked {count} x {slot_size})"
+                )
+                .into(),
+            ));
         }
         // The bookkeeping first, so that a failure leaves nothing to undo.
         let contexts = try_collect("buffer pool contexts", count * CONTEXTS_PER_SLOT, |_| {

@@ -122,7 +122,7 @@ impl Listener {
                 request: c.request,
                 fabric: self.fabric.clone(),
             })),
-            EqRead::Error(e) => Some(Err(Error::Fabric {
+            EqRead::Error(e) => Some(Err(Error::Call {
                 call: "fi_listen",
                 errno: e.err,
             })),
@@ -289,11 +289,11 @@ impl<F: Format> Pending<F> {
         let call = self.call;
         match read {
             EqRead::Event(Event::Connected(c)) => Some(Ok(c.data.to_vec())),
-            EqRead::Event(Event::Shutdown(_)) => Some(Err(Error::Fabric {
+            EqRead::Event(Event::Shutdown(_)) => Some(Err(Error::Call {
                 call,
-                errno: crate::Errno::NotConn,
+                errno: crate::Errno::NOTCONN,
             })),
-            EqRead::Error(e) => Some(Err(Error::Fabric { call, errno: e.err })),
+            EqRead::Error(e) => Some(Err(Error::Call { call, errno: e.err })),
             _ => None,
         }
     }
@@ -391,7 +391,7 @@ impl<F: Format> Connection<F> {
     ///
     /// # Errors
     /// As [`Endpoint::recv`]: the buffer comes back with the error.
-    pub fn recv(&self, buffer: Buffer) -> std::result::Result<(), crate::ep::PostError> {
+    pub fn recv(&self, buffer: Buffer) -> crate::error::Handback<Buffer> {
         self.ep.recv(buffer)
     }
 
@@ -399,11 +399,7 @@ impl<F: Format> Connection<F> {
     ///
     /// # Errors
     /// As [`Endpoint::send`]: the buffer comes back with the error.
-    pub fn send(
-        &self,
-        buffer: Buffer,
-        len: usize,
-    ) -> std::result::Result<(), crate::ep::PostError> {
+    pub fn send(&self, buffer: Buffer, len: usize) -> crate::error::Handback<Buffer> {
         self.ep.send(buffer, len)
     }
 

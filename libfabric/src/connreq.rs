@@ -20,7 +20,7 @@
 
 use crate::ep::check_cm_data;
 use crate::eq::EqInner;
-use crate::error::{check, Error};
+use crate::error::{check, Error, Handback};
 use crate::info::{Info, InfoEntry};
 use crate::pep::PepCore;
 use libfabric_sys::fabric as sys;
@@ -44,17 +44,6 @@ pub struct ConnRequest {
     /// Where it arrived; `None` only if the event named no passive endpoint
     /// of the queue (then it cannot be answered).
     source: Option<RequestSource>,
-}
-
-/// The error that stopped an accept or reject, with the request handed
-/// back unanswered when it was refused before reaching the provider, so that
-/// nothing is lost.
-pub struct RequestError {
-    /// Why.
-    pub error: Error,
-    /// The request, still unanswered; `None` when the provider consumed it
-    /// (a failed `fi_reject`).
-    pub request: Option<ConnRequest>,
 }
 
 /// `fi_reject` of a request's handle on the passive endpoint it arrived on.
@@ -104,32 +93,26 @@ impl ConnRequest {
 
     /// `fi_reject`, sending `data` (at most `FI_OPT_CM_DATA_SIZE` bytes):
     /// the peer sees an error entry with `ECONNREFUSED` and this data as its
-    /// `err_data`. On error the request comes back unanswered.
+    /// `err_data`. On error the request comes back unanswered when it was
+    /// refused before the call (`Some`); when `fi_reject` itself fails the
+    /// provider has consumed its handle, and `None` comes back.
     #[doc(alias = "fi_reject")]
-    pub fn reject(self, data: &[u8]) -> std::result::Result<(), RequestError> {
+    pub fn reject(self, data: &[u8]) -> Handback<Option<ConnRequest>> {
         let Some(source) = &self.source else {
-            return Err(RequestError {
-                error: Error::State {
-                    call: "fi_reject",
-                    reason: "the request names no passive endpoint of its event queue",
-                },
-                request: Some(self),
-            });
+            let error = Error::State {
+                call: "fi_reject",
+                reason: "the request names no passive endpoint of its event queue",
+            };
+            return Err((Some(self), error));
         };
         if let Err(error) = check_cm_data(source.pep.fid.fid(), data) {
-            return Err(RequestError {
-                error,
-                request: Some(self),
-            });
+            return Err((Some(self), error));
         }
         let ret = reject_raw(&source.pep, &self.info, data);
         // The handle is consumed whatever fi_reject returned; the fi_info
         // itself is still the application's to free (Info's Drop).
         drop(self.into_parts());
-        check("fi_reject", ret).map_err(|error| RequestError {
-            error,
-            request: None,
-        })
+        check("fi_reject", ret).map_err(|error| (None, error))
     }
 }
 
@@ -150,31 +133,5 @@ impl fmt::Debug for ConnRequest {
         f.debug_struct("ConnRequest")
             .field("info", &*self.info)
             .finish_non_exhaustive()
-    }
-}
-
-impl fmt::Debug for RequestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RequestError")
-            .field("error", &self.error)
-            .finish_non_exhaustive()
-    }
-}
-
-impl fmt::Display for RequestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (the connection request was handed back)", self.error)
-    }
-}
-
-impl std::error::Error for RequestError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-impl From<RequestError> for Error {
-    fn from(e: RequestError) -> Self {
-        e.error
     }
 }

@@ -20,10 +20,7 @@ use crate::buffer::{Buffer, BufferPool};
 use crate::domain::{Domain, DomainInner};
 use crate::epochs::Epochs;
 use crate::eq::{ErrDataBuf, Fid};
-use crate::error::{
-    check, check_queue_size, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL, ECANCELED,
-    ETIMEDOUT,
-};
+use crate::error::{check, check_queue_size, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
@@ -686,7 +683,7 @@ impl CqInner {
             let ret = unsafe { sys::fi_cq_read(self.fid.as_ptr(), entry.as_mut_ptr().cast(), 1) };
             if ret > 0 {
                 crate::buffer::release_unreclaimed(entry[0] as *mut c_void);
-            } else if ret == EAVAIL {
+            } else if classify(ret) == Err(Errno::AVAIL) {
                 match self.readerr_raw(&mut errbuf) {
                     Ok(Some((err, _))) => crate::buffer::release_unreclaimed(err.op_context),
                     _ => break,
@@ -786,7 +783,7 @@ impl CqInner {
             return Ok((ret, epoch));
         }
         drop(progress);
-        if ret == EAGAIN && awaiting != 0 {
+        if classify(ret) == Err(Errno::AGAIN) && awaiting != 0 {
             self.epochs.read_empty(awaiting, &self.lifecycle);
         }
         Ok((ret, 0))
@@ -896,10 +893,9 @@ impl<F: Format> CompletionQueue<F> {
                 id as usize as *mut c_void,
             )
         };
-        if ret < 0
-            && wait_obj != WaitObj::None
+        if wait_obj != WaitObj::None
             && attr.flags & sys::FI_AFFINITY == 0
-            && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
+            && matches!(classify(ret), Err(Errno::INVAL | Errno::NOSYS))
         {
             return Err(Error::UnsupportedWait {
                 queue: "completion queue",
@@ -998,7 +994,7 @@ impl<F: Format> CompletionQueue<F> {
     pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> Result<(isize, u64)> {
         let count = buf.len().min(F::MAX_BATCH);
         if count == 0 {
-            return Ok((EAGAIN, 0));
+            return Ok((Errno::AGAIN.to_ret(), 0));
         }
         self.inner.counted_read(|| {
             // SAFETY: fi_cq_read(3) writes at most count entries of the
@@ -1085,9 +1081,13 @@ impl<F: Format> CompletionQueue<F> {
         }
         let room = buf.len().min(F::MAX_BATCH);
         if threshold == 0 || threshold > room {
-            return Err(Error::InvalidArgument(format!(
-                "sread_threshold: a threshold of {threshold} needs 1..={room} (the entries room)"
-            )));
+            return Err(Error::InvalidArgument(
+                format!(
+                    "sread_threshold: a threshold of {threshold} needs 1..={room} \
+                     (the entries room)"
+                )
+                .into(),
+            ));
         }
         // The threshold is passed as the value of `cond` itself: sockets
         // reads `MIN((uintptr_t) cond, count)` (`prov/sockets/src/sock_cq.c`
@@ -1129,9 +1129,9 @@ impl<F: Format> CompletionQueue<F> {
         }
         .min(F::MAX_BATCH);
         if count == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{call}: no room for a completion (an empty slice)"
-            )));
+            return Err(Error::InvalidArgument(
+                format!("{call}: no room for a completion (an empty slice)").into(),
+            ));
         }
         let deadline = timeout.map(|t| Instant::now().checked_add(t));
         let ret = loop {
@@ -1148,7 +1148,10 @@ impl<F: Format> CompletionQueue<F> {
             // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
             // -FI_EAGAIN (tcp), -FI_ECANCELED (sockets, on signal) or
             // -FI_ETIMEDOUT (rxd, on timeout).
-            if ret != EAGAIN && ret != ECANCELED && ret != ETIMEDOUT {
+            if !matches!(
+                classify(ret),
+                Err(Errno::AGAIN | Errno::CANCELED | Errno::TIMEDOUT)
+            ) {
                 break (ret, epoch);
             }
             // libfabric returns -FI_EAGAIN both for a timeout and for a
@@ -1252,7 +1255,7 @@ impl<F: Format> CompletionQueue<F> {
             // (`smr_write_err_comp` is called with `-FI_ETRUNC`,
             // `prov/shm/src/smr_comp.c` 62-75, `smr_progress.c` 154 in
             // 1.17), which read as is was an unknown code.
-            err: Errno::from_raw(entry.err.wrapping_abs()),
+            err: Errno::from_raw_os_error(entry.err.wrapping_abs()),
             prov_errno: entry.prov_errno,
             err_data: Cow::Borrowed(err_data),
             provided: Cow::Borrowed(err_data),
@@ -1312,10 +1315,10 @@ impl<F: Format> CompletionQueue<F> {
 
     /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or
     /// other handles exist, in which case the queue is handed back.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,
-            "completion queue",
+            ObjectKind::CompletionQueue,
             |inner| CompletionQueue {
                 inner,
                 _format: PhantomData,
@@ -1336,21 +1339,21 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
     buf: &'b mut [T],
     call: &'static str,
 ) -> Result<Decoded<'b, T>> {
-    if ret > 0 {
-        let n = (ret as usize).min(buf.len());
+    if let Ok(n @ 1..) = classify(ret) {
+        let n = n.min(buf.len());
         return Ok(Decoded::Read(CqRead::Completions(Completions {
             entries: &mut buf[..n],
             epochs,
             epoch,
         })));
     }
-    if ret == EAGAIN || ret == 0 {
+    if classify(ret) == Err(Errno::AGAIN) || ret == 0 {
         return Ok(Decoded::Read(CqRead::Empty));
     }
-    if ret == EAVAIL {
+    if classify(ret) == Err(Errno::AVAIL) {
         return Ok(Decoded::ErrorPending);
     }
-    Err(Error::fabric(call, ret as i64))
+    Err(Error::from_ret(call, ret))
 }
 
 /// The error of a call that would run the progress of a queue bound to an

@@ -1,7 +1,7 @@
 //! `fi_domain(3)`: a domain (one NIC or provider instance), parent of
 //! completion queues, endpoints, address vectors and memory regions.
 
-use crate::error::{CloseResult, Error, Result};
+use crate::error::{Error, Handback, ObjectKind, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Info, InfoEntry, Threading};
@@ -41,11 +41,14 @@ impl Domain {
     #[doc(alias = "fi_domain")]
     pub fn open(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
         if info.threading() != Threading::Safe {
-            return Err(Error::InvalidArgument(format!(
-                "the domain's threading model is {:?}; this crate needs FI_THREAD_SAFE \
-                 (the default of Hints)",
-                info.threading()
-            )));
+            return Err(Error::InvalidArgument(
+                format!(
+                    "the domain's threading model is {:?}; this crate needs FI_THREAD_SAFE \
+                     (the default of Hints)",
+                    info.threading()
+                )
+                .into(),
+            ));
         }
         fabric.inner.check_info("fi_domain", info)?;
         if info.mr_mode() & sys::FI_MR_ENDPOINT != 0 {
@@ -100,10 +103,10 @@ impl Domain {
     /// Closes the domain now, returning its error; [`Error::InUse`] while
     /// other handles or objects opened from it exist. On failure the domain
     /// is handed back, still open.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,
-            "domain",
+            ObjectKind::Domain,
             |inner| Domain { inner },
             |i| i.fid.close(),
         )

@@ -79,16 +79,16 @@
 //!     }
 //! };
 //! assert_eq!(&rx[..4], b"ping");
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), libfabric::Error>(())
 //! ```
 
 use crate::av::{AddressVector, AvInner};
 use crate::buffer::Buffer;
-use crate::connreq::{ConnRequest, RequestError, RequestSource};
+use crate::connreq::{ConnRequest, RequestSource};
 use crate::cq::{Addr, CompletionQueue, CqInner, Format};
 use crate::domain::{Domain, DomainInner};
 use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
-use crate::error::{check, CloseResult, Errno, Error, Result};
+use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Caps, EpType, Info, InfoEntry};
 use bitflags::bitflags;
@@ -391,48 +391,6 @@ fn exclusive(
         .collect()
 }
 
-/// A post refused by the provider, with the buffer handed back: nothing is
-/// lost. `Errno::Again` means the queue is full: read completions and retry.
-pub struct PostError {
-    /// Why.
-    pub error: Error,
-    /// The buffer, unchanged.
-    pub buffer: Buffer,
-}
-
-impl PostError {
-    /// Whether the provider asked to retry later (`-FI_EAGAIN`).
-    pub fn is_again(&self) -> bool {
-        self.error.errno() == Some(Errno::Again)
-    }
-}
-
-impl fmt::Debug for PostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostError")
-            .field("error", &self.error)
-            .finish()
-    }
-}
-
-impl fmt::Display for PostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (the buffer was handed back)", self.error)
-    }
-}
-
-impl std::error::Error for PostError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-impl From<PostError> for Error {
-    fn from(e: PostError) -> Self {
-        e.error
-    }
-}
-
 /// An active endpoint. Cloning gives another handle. It keeps its domain
 /// and every EQ, CQ and AV bound to it open, so they cannot be closed
 /// first (which fi_close(3) would refuse with `-FI_EBUSY`).
@@ -456,6 +414,11 @@ impl From<PostError> for Error {
 /// up); `inject` at most `inject_size`
 /// bytes; remote CQ data only where the domain carries it. Each refusal is
 /// a typed [`Error`] and hands the buffer back.
+///
+/// A post that fails, refused here or by the provider, hands the buffer
+/// back with the error (a [`Handback`]): nothing is lost.
+/// [`Error::is_again`] means the queue is full: read completions and post
+/// the buffer again.
 #[derive(Clone)]
 pub struct Endpoint {
     pub(crate) inner: Arc<EpInner>,
@@ -509,7 +472,7 @@ pub(crate) fn name_of(fid: *mut sys::fid, peer: bool) -> Result<Vec<u8>> {
                 sys::fi_getname(fid, buf.as_mut_ptr().cast(), &mut len)
             }
         };
-        if ret == -sys::errno::FI_ETOOSMALL && len > buf.len() && len <= 1 << 16 {
+        if classify(ret) == Err(Errno::TOOSMALL) && len > buf.len() && len <= 1 << 16 {
             buf.resize(len, 0);
             continue;
         }
@@ -517,9 +480,9 @@ pub(crate) fn name_of(fid: *mut sys::fid, peer: bool) -> Result<Vec<u8>> {
         buf.truncate(len.min(buf.len()));
         return Ok(buf);
     }
-    Err(Error::fabric(
+    Err(Error::call(
         if peer { "fi_getpeer" } else { "fi_getname" },
-        -sys::errno::FI_ETOOSMALL,
+        Errno::TOOSMALL,
     ))
 }
 
@@ -567,10 +530,7 @@ macro_rules! post {
         if ret == 0 {
             Ok(())
         } else {
-            Err(PostError {
-                error: Error::fabric($call, ret as i64),
-                buffer: posted.refused(),
-            })
+            Err((posted.refused(), Error::from_ret($call, ret)))
         }
     }};
 }
@@ -649,9 +609,9 @@ fn foreign_buffer(call: &'static str) -> Error {
 #[cold]
 #[inline(never)]
 fn bad_address(call: &'static str, addr: Addr) -> Error {
-    Error::InvalidArgument(format!(
-        "{call}: {addr:?} is not an address of the endpoint's address vector"
-    ))
+    Error::InvalidArgument(
+        format!("{call}: {addr:?} is not an address of the endpoint's address vector").into(),
+    )
 }
 
 impl Endpoint {
@@ -688,7 +648,7 @@ impl Endpoint {
     pub fn from_request(
         domain: &Domain,
         request: ConnRequest,
-    ) -> std::result::Result<Self, RequestError> {
+    ) -> std::result::Result<Self, (ConnRequest, Error)> {
         let same_fabric = request
             .source()
             .is_some_and(|s| Arc::ptr_eq(&s.pep.fabric, &domain.inner.fabric));
@@ -702,16 +662,12 @@ impl Endpoint {
             })
         };
         if let Err(error) = check {
-            return Err(RequestError {
-                error,
-                request: Some(request),
-            });
+            return Err((request, error));
         }
         let (info, source) = request.into_parts();
-        Self::open_owned(domain, info, source).map_err(|(error, info, source)| RequestError {
-            error,
+        Self::open_owned(domain, info, source).map_err(|(error, info, source)| {
             // fi_endpoint failed: the handle was not consumed.
-            request: Some(ConnRequest::new(info, source)),
+            (ConnRequest::new(info, source), error)
         })
     }
 
@@ -724,7 +680,8 @@ impl Endpoint {
     ) -> std::result::Result<Self, (Error, Info, Option<RequestSource>)> {
         let ep_type = info.ep_type();
         if !matches!(ep_type, EpType::Msg | EpType::Rdm | EpType::Dgram) {
-            let e = Error::InvalidArgument(format!("fi_endpoint: endpoint type {ep_type:?}"));
+            let e =
+                Error::InvalidArgument(format!("fi_endpoint: endpoint type {ep_type:?}").into());
             return Err((e, info, source));
         }
         let mut raw = ptr::null_mut();
@@ -916,9 +873,12 @@ impl Endpoint {
         }
         let known = CqBind::TRANSMIT | CqBind::RECV;
         if flags.is_empty() || !known.contains(flags) {
-            return Err(Error::InvalidArgument(format!(
-                "fi_ep_bind: completion queue flags {flags:?}: give TRANSMIT, RECV or both"
-            )));
+            return Err(Error::InvalidArgument(
+                format!(
+                    "fi_ep_bind: completion queue flags {flags:?}: give TRANSMIT, RECV or both"
+                )
+                .into(),
+            ));
         }
         let mut bound = self.bind_guard("fi_ep_bind")?;
         let tx = flags.contains(CqBind::TRANSMIT);
@@ -1291,20 +1251,20 @@ impl Endpoint {
     /// `fi_recv` into the whole buffer.
     #[doc(alias = "fi_recv")]
     #[inline]
-    pub fn recv(&self, buffer: Buffer) -> Result<(), PostError> {
+    pub fn recv(&self, buffer: Buffer) -> Handback<Buffer> {
         self.recv_from(buffer, Addr::UNSPEC)
     }
 
     /// `fi_recv` from one source address (connectionless endpoints;
     /// `Addr::UNSPEC` for any).
-    pub fn recv_from(&self, buffer: Buffer, src: Addr) -> Result<(), PostError> {
+    pub fn recv_from(&self, buffer: Buffer, src: Addr) -> Handback<Buffer> {
         let src = match self
             .ready("fi_recv", RECV_READY)
             .and_then(|()| self.check_buffer("fi_recv", &buffer))
             .and_then(|()| self.check_peer("fi_recv", src, true))
         {
             Ok(src) => src,
-            Err(error) => return Err(PostError { error, buffer }),
+            Err(error) => return Err((buffer, error)),
         };
         let len = buffer.len();
         post!(self, "fi_recv", true, buffer, |p| sys::fi_recv(
@@ -1320,7 +1280,7 @@ impl Endpoint {
     /// `fi_send` of the first `len` bytes.
     #[doc(alias = "fi_send")]
     #[inline]
-    pub fn send(&self, buffer: Buffer, len: usize) -> Result<(), PostError> {
+    pub fn send(&self, buffer: Buffer, len: usize) -> Handback<Buffer> {
         self.send_to(buffer, len, Addr::UNSPEC)
     }
 
@@ -1347,10 +1307,10 @@ impl Endpoint {
     }
 
     /// `fi_send` to an address (connectionless endpoints).
-    pub fn send_to(&self, buffer: Buffer, len: usize, dest: Addr) -> Result<(), PostError> {
+    pub fn send_to(&self, buffer: Buffer, len: usize, dest: Addr) -> Handback<Buffer> {
         let dest = match self.check_send("fi_send", SEND_READY, &buffer, len, dest) {
             Ok(dest) => dest,
-            Err(error) => return Err(PostError { error, buffer }),
+            Err(error) => return Err((buffer, error)),
         };
         post!(self, "fi_send", false, buffer, |p| sys::fi_send(
             self.raw(),
@@ -1367,19 +1327,13 @@ impl Endpoint {
     /// completion with `REMOTE_CQ_DATA`. `data` must fit the domain's
     /// `cq_data_size` bytes.
     #[doc(alias = "fi_senddata")]
-    pub fn send_data(
-        &self,
-        buffer: Buffer,
-        len: usize,
-        data: u64,
-        dest: Addr,
-    ) -> Result<(), PostError> {
+    pub fn send_data(&self, buffer: Buffer, len: usize, data: u64, dest: Addr) -> Handback<Buffer> {
         let checked = self
             .check_send("fi_senddata", SEND_READY, &buffer, len, dest)
             .and_then(|dest| self.check_cq_data("fi_senddata", data).map(|()| dest));
         let dest = match checked {
             Ok(dest) => dest,
-            Err(error) => return Err(PostError { error, buffer }),
+            Err(error) => return Err((buffer, error)),
         };
         post!(self, "fi_senddata", false, buffer, |p| sys::fi_senddata(
             self.raw(),
@@ -1412,10 +1366,10 @@ impl Endpoint {
 
     /// `fi_tsend`: a tagged send.
     #[doc(alias = "fi_tsend")]
-    pub fn tsend(&self, buffer: Buffer, len: usize, tag: u64, dest: Addr) -> Result<(), PostError> {
+    pub fn tsend(&self, buffer: Buffer, len: usize, tag: u64, dest: Addr) -> Handback<Buffer> {
         let dest = match self.check_send("fi_tsend", TSEND_READY, &buffer, len, dest) {
             Ok(dest) => dest,
-            Err(error) => return Err(PostError { error, buffer }),
+            Err(error) => return Err((buffer, error)),
         };
         post!(self, "fi_tsend", false, buffer, |p| sys::fi_tsend(
             self.raw(),
@@ -1430,14 +1384,14 @@ impl Endpoint {
 
     /// `fi_trecv`: a tagged receive matching `tag` except the `ignore` bits.
     #[doc(alias = "fi_trecv")]
-    pub fn trecv(&self, buffer: Buffer, tag: u64, ignore: u64, src: Addr) -> Result<(), PostError> {
+    pub fn trecv(&self, buffer: Buffer, tag: u64, ignore: u64, src: Addr) -> Handback<Buffer> {
         let src = match self
             .ready("fi_trecv", TRECV_READY)
             .and_then(|()| self.check_buffer("fi_trecv", &buffer))
             .and_then(|()| self.check_peer("fi_trecv", src, true))
         {
             Ok(src) => src,
-            Err(error) => return Err(PostError { error, buffer }),
+            Err(error) => return Err((buffer, error)),
         };
         let len = buffer.len();
         post!(self, "fi_trecv", true, buffer, |p| sys::fi_trecv(
@@ -1475,10 +1429,7 @@ impl Endpoint {
         // with a transmit CQ, data is within inject_size and dest a live
         // address (checked above).
         let ret = unsafe { sys::fi_inject(self.raw(), data.as_ptr().cast(), data.len(), dest) };
-        if ret < 0 {
-            return Err(Error::fabric("fi_inject", ret as i64));
-        }
-        Ok(())
+        check("fi_inject", ret)
     }
 
     /// Closes the endpoint now, returning its error; [`Error::InUse`] while
@@ -1489,10 +1440,10 @@ impl Endpoint {
     /// them as `FI_ECANCELED` error completions, sockets, rxm and rxd drop
     /// them); a completion of one of them read afterwards hands out no
     /// buffer. The same happens when the last handle is dropped.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,
-            "endpoint",
+            ObjectKind::Endpoint,
             |inner| Endpoint { inner },
             EpInner::close_fid,
         )

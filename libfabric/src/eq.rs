@@ -18,7 +18,7 @@
 
 use crate::connreq::{ConnRequest, RequestSource};
 use crate::error::{
-    check_len, check_queue_size, try_zeroed, CloseResult, Errno, Error, Result, EAGAIN, EAVAIL,
+    check_len, check_queue_size, classify, try_zeroed, Errno, Error, Handback, ObjectKind, Result,
 };
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
@@ -262,7 +262,7 @@ impl EqInner {
                     0,
                 )
             };
-            if ret == EAVAIL {
+            if classify(ret) == Err(Errno::AVAIL) {
                 if !matches!(read_err(self, &mut errbuf), Ok(Some(_))) {
                     break;
                 }
@@ -271,7 +271,9 @@ impl EqInner {
             if ret < 0 {
                 break;
             }
-            if event == sys::FI_CONNREQ && ret as usize >= size_of::<sys::fi_eq_cm_entry>() {
+            if event == sys::FI_CONNREQ
+                && classify(ret).is_ok_and(|len| len >= size_of::<sys::fi_eq_cm_entry>())
+            {
                 // SAFETY: a full fi_eq_cm_entry was written at the start of
                 // the u64-aligned buffer.
                 let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
@@ -417,7 +419,7 @@ impl ErrDataBuf {
     ) -> Result<Option<(E, &[u8])>> {
         let ours = self.data.as_mut_ptr().cast::<c_void>();
         let (ret, (err_data, size), entry) = readerr(ours, self.data.len());
-        if ret == EAGAIN {
+        if classify(ret) == Err(Errno::AGAIN) {
             return Ok(None);
         }
         check_len(call, ret)?;
@@ -655,10 +657,9 @@ impl EventQueue {
                 ptr::null_mut(),
             )
         };
-        if ret < 0
-            && wait_obj != WaitObj::None
+        if wait_obj != WaitObj::None
             && attr.flags & sys::FI_AFFINITY == 0
-            && (ret == -libc::EINVAL || ret == -libc::ENOSYS)
+            && matches!(classify(ret), Err(Errno::INVAL | Errno::NOSYS))
         {
             return Err(Error::UnsupportedWait {
                 queue: "event queue",
@@ -849,7 +850,7 @@ impl EventQueue {
         };
         let n = check_len("fi_eq_write", ret)?;
         if n != size_of::<sys::fi_eq_entry>() {
-            return Err(Error::fabric("fi_eq_write", -libc::EIO));
+            return Err(Error::call("fi_eq_write", Errno::IO));
         }
         Ok(())
     }
@@ -902,10 +903,10 @@ impl EventQueue {
     /// other handles exist, in which case the queue is handed back.
     /// Connection requests still queued are rejected first, and passive
     /// endpoints bound to it close with it.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,
-            "event queue",
+            ObjectKind::EventQueue,
             |inner| EventQueue { inner },
             |i| {
                 i.drain();
@@ -943,7 +944,9 @@ pub(crate) fn decode<'b>(
     peek: bool,
     call: &'static str,
 ) -> Result<EqRead<'b>> {
-    if ret >= size_of::<sys::fi_eq_entry>() as isize && event == sys::FI_NOTIFY {
+    if event == sys::FI_NOTIFY
+        && classify(ret).is_ok_and(|len| len >= size_of::<sys::fi_eq_entry>())
+    {
         // SAFETY: the provider wrote at least a full fi_eq_entry at the
         // start of the u64-aligned buffer.
         let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_entry) };
@@ -953,7 +956,7 @@ pub(crate) fn decode<'b>(
             data: e.data,
         })));
     }
-    if ret == EAGAIN {
+    if classify(ret) == Err(Errno::AGAIN) {
         return Ok(EqRead::Empty);
     }
     decode_other(eq, ret, event, buf, peek, call)
@@ -977,7 +980,7 @@ fn read_err<'b>(eq: &EqInner, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<
         fid: Fid::from_raw(entry.fid),
         context: entry.context as usize,
         data: entry.data,
-        err: Errno::from_raw(entry.err),
+        err: Errno::from_raw_os_error(entry.err),
         prov_errno: entry.prov_errno,
         err_data,
         provided: err_data,
@@ -994,7 +997,7 @@ fn decode_other<'b>(
     peek: bool,
     call: &'static str,
 ) -> Result<EqRead<'b>> {
-    if ret == EAVAIL {
+    if classify(ret) == Err(Errno::AVAIL) {
         if peek {
             return Ok(EqRead::ErrorPending);
         }
@@ -1014,7 +1017,7 @@ fn decode_other<'b>(
     };
     let entry = || -> Result<Entry> {
         if len < size_of::<sys::fi_eq_entry>() {
-            return Err(Error::fabric(call, -libc::EIO));
+            return Err(Error::call(call, Errno::IO));
         }
         // SAFETY: at least a full fi_eq_entry was written; u64 alignment.
         let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_entry) };
@@ -1027,7 +1030,7 @@ fn decode_other<'b>(
     let cm = || -> Result<(Fid, *mut sys::fi_info, &'b [u8])> {
         let head = size_of::<sys::fi_eq_cm_entry>();
         if len < head {
-            return Err(Error::fabric(call, -libc::EIO));
+            return Err(Error::call(call, Errno::IO));
         }
         // SAFETY: at least the fixed part of fi_eq_cm_entry was written.
         let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_cm_entry) };

@@ -8,34 +8,26 @@ use std::ffi::{c_int, CStr};
 use std::fmt;
 use std::io;
 
+/// A libfabric error code: the positive `FI_E*` value of `fi_errno.h` (a
+/// call returns it negated).
+///
+/// Any value is kept, including those the headers do not name, so nothing a
+/// newer library returns is lost; the associated constants name the values
+/// of the headers.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(c_int);
+
 macro_rules! errnos {
-    ($( $(#[$doc:meta])* $variant:ident = $name:ident, )*) => {
-        /// A libfabric error code (`FI_E*` from `fi_errno.h`).
-        ///
-        /// Values the headers do not name are kept in [`Errno::Unknown`], so
-        /// nothing a newer library returns is lost.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        #[non_exhaustive]
-        pub enum Errno {
-            $( $(#[$doc])* $variant, )*
-            /// A value this crate does not name.
-            Unknown(c_int),
-        }
-
+    ($( $(#[$doc:meta])* $name:ident = $raw:ident, )*) => {
         impl Errno {
-            /// The error from a positive `FI_E*` value (a negated return code).
-            pub fn from_raw(raw: c_int) -> Self {
-                match raw {
-                    $( sys::errno::$name => Errno::$variant, )*
-                    other => Errno::Unknown(other),
-                }
-            }
+            $( $(#[$doc])* pub const $name: Errno = Errno(sys::errno::$raw); )*
 
-            /// The positive `FI_E*` value.
-            pub fn raw(self) -> c_int {
-                match self {
-                    $( Errno::$variant => sys::errno::$name, )*
-                    Errno::Unknown(raw) => raw,
+            /// The constant's name of a value the headers name.
+            fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $( sys::errno::$raw => Some(stringify!($name)), )*
+                    _ => None,
                 }
             }
         }
@@ -44,115 +36,170 @@ macro_rules! errnos {
 
 errnos! {
     /// `FI_EPERM`
-    Perm = FI_EPERM,
+    PERM = FI_EPERM,
     /// `FI_ENOENT`
-    NoEnt = FI_ENOENT,
+    NOENT = FI_ENOENT,
     /// `FI_EINTR`
-    Intr = FI_EINTR,
+    INTR = FI_EINTR,
     /// `FI_EIO`
-    Io = FI_EIO,
+    IO = FI_EIO,
     /// `FI_E2BIG`
-    TooBig = FI_E2BIG,
+    TOOBIG = FI_E2BIG,
     /// `FI_EBADF`
-    BadF = FI_EBADF,
+    BADF = FI_EBADF,
     /// `FI_EAGAIN`: nothing to read now, or resources temporarily unavailable.
-    Again = FI_EAGAIN,
+    AGAIN = FI_EAGAIN,
     /// `FI_ENOMEM`
-    NoMem = FI_ENOMEM,
+    NOMEM = FI_ENOMEM,
     /// `FI_EACCES`
-    Acces = FI_EACCES,
+    ACCES = FI_EACCES,
     /// `FI_EFAULT`
-    Fault = FI_EFAULT,
+    FAULT = FI_EFAULT,
     /// `FI_EBUSY`: the object still has objects bound to it.
-    Busy = FI_EBUSY,
+    BUSY = FI_EBUSY,
     /// `FI_ENODEV`
-    NoDev = FI_ENODEV,
+    NODEV = FI_ENODEV,
     /// `FI_EINVAL`
-    Inval = FI_EINVAL,
+    INVAL = FI_EINVAL,
     /// `FI_EMFILE`
-    MFile = FI_EMFILE,
+    MFILE = FI_EMFILE,
     /// `FI_ENOSPC`
-    NoSpc = FI_ENOSPC,
+    NOSPC = FI_ENOSPC,
     /// `FI_ENOSYS`: not implemented, or the runtime is older than the API requested.
-    NoSys = FI_ENOSYS,
+    NOSYS = FI_ENOSYS,
     /// `FI_ENOMSG`
-    NoMsg = FI_ENOMSG,
+    NOMSG = FI_ENOMSG,
     /// `FI_ENODATA`: no provider matches the hints.
-    NoData = FI_ENODATA,
+    NODATA = FI_ENODATA,
     /// `FI_EOVERFLOW`
-    Overflow = FI_EOVERFLOW,
+    OVERFLOW = FI_EOVERFLOW,
     /// `FI_EMSGSIZE`
-    MsgSize = FI_EMSGSIZE,
+    MSGSIZE = FI_EMSGSIZE,
     /// `FI_ENOPROTOOPT`
-    NoProtoOpt = FI_ENOPROTOOPT,
+    NOPROTOOPT = FI_ENOPROTOOPT,
     /// `FI_EOPNOTSUPP`
-    OpNotSupp = FI_EOPNOTSUPP,
+    OPNOTSUPP = FI_EOPNOTSUPP,
     /// `FI_EADDRINUSE`
-    AddrInUse = FI_EADDRINUSE,
+    ADDRINUSE = FI_EADDRINUSE,
     /// `FI_EADDRNOTAVAIL`
-    AddrNotAvail = FI_EADDRNOTAVAIL,
+    ADDRNOTAVAIL = FI_EADDRNOTAVAIL,
     /// `FI_ENETDOWN`
-    NetDown = FI_ENETDOWN,
+    NETDOWN = FI_ENETDOWN,
     /// `FI_ENETUNREACH`
-    NetUnreach = FI_ENETUNREACH,
+    NETUNREACH = FI_ENETUNREACH,
     /// `FI_ECONNABORTED`
-    ConnAborted = FI_ECONNABORTED,
+    CONNABORTED = FI_ECONNABORTED,
     /// `FI_ECONNRESET`
-    ConnReset = FI_ECONNRESET,
+    CONNRESET = FI_ECONNRESET,
     /// `FI_ENOBUFS`
-    NoBufs = FI_ENOBUFS,
+    NOBUFS = FI_ENOBUFS,
     /// `FI_EISCONN`
-    IsConn = FI_EISCONN,
+    ISCONN = FI_EISCONN,
     /// `FI_ENOTCONN`: the connection is gone.
-    NotConn = FI_ENOTCONN,
+    NOTCONN = FI_ENOTCONN,
     /// `FI_ESHUTDOWN`
-    Shutdown = FI_ESHUTDOWN,
+    SHUTDOWN = FI_ESHUTDOWN,
     /// `FI_ETIMEDOUT`
-    TimedOut = FI_ETIMEDOUT,
+    TIMEDOUT = FI_ETIMEDOUT,
     /// `FI_ECONNREFUSED`: the peer rejected the connection.
-    ConnRefused = FI_ECONNREFUSED,
+    CONNREFUSED = FI_ECONNREFUSED,
     /// `FI_EHOSTDOWN`
-    HostDown = FI_EHOSTDOWN,
+    HOSTDOWN = FI_EHOSTDOWN,
     /// `FI_EHOSTUNREACH`
-    HostUnreach = FI_EHOSTUNREACH,
+    HOSTUNREACH = FI_EHOSTUNREACH,
     /// `FI_EALREADY`
-    Already = FI_EALREADY,
+    ALREADY = FI_EALREADY,
     /// `FI_EINPROGRESS`
-    InProgress = FI_EINPROGRESS,
+    INPROGRESS = FI_EINPROGRESS,
     /// `FI_EREMOTEIO`
-    RemoteIo = FI_EREMOTEIO,
+    REMOTEIO = FI_EREMOTEIO,
     /// `FI_ECANCELED`: the operation was cancelled (for example flushed by a shutdown).
-    Canceled = FI_ECANCELED,
+    CANCELED = FI_ECANCELED,
     /// `FI_EKEYREJECTED`
-    KeyRejected = FI_EKEYREJECTED,
+    KEYREJECTED = FI_EKEYREJECTED,
     /// `FI_EOTHER`
-    Other = FI_EOTHER,
+    OTHER = FI_EOTHER,
     /// `FI_ETOOSMALL`: the buffer given is too small.
-    TooSmall = FI_ETOOSMALL,
+    TOOSMALL = FI_ETOOSMALL,
     /// `FI_EOPBADSTATE`
-    OpBadState = FI_EOPBADSTATE,
+    OPBADSTATE = FI_EOPBADSTATE,
     /// `FI_EAVAIL`: an error entry is waiting to be read with `read_err`.
-    Avail = FI_EAVAIL,
+    AVAIL = FI_EAVAIL,
     /// `FI_EBADFLAGS`
-    BadFlags = FI_EBADFLAGS,
+    BADFLAGS = FI_EBADFLAGS,
     /// `FI_ENOEQ`
-    NoEq = FI_ENOEQ,
+    NOEQ = FI_ENOEQ,
     /// `FI_EDOMAIN`
-    Domain = FI_EDOMAIN,
+    DOMAIN = FI_EDOMAIN,
     /// `FI_ENOCQ`
-    NoCq = FI_ENOCQ,
+    NOCQ = FI_ENOCQ,
     /// `FI_ECRC`
-    Crc = FI_ECRC,
+    CRC = FI_ECRC,
     /// `FI_ETRUNC`: the receive buffer was too small for the message.
-    Trunc = FI_ETRUNC,
+    TRUNC = FI_ETRUNC,
     /// `FI_ENOKEY`
-    NoKey = FI_ENOKEY,
+    NOKEY = FI_ENOKEY,
     /// `FI_ENOAV`
-    NoAv = FI_ENOAV,
+    NOAV = FI_ENOAV,
     /// `FI_EOVERRUN`: the queue overran and entries were lost.
-    Overrun = FI_EOVERRUN,
+    OVERRUN = FI_EOVERRUN,
     /// `FI_ENORX`
-    NoRx = FI_ENORX,
+    NORX = FI_ENORX,
+}
+
+impl Errno {
+    /// The error of a positive `FI_E*` value (a negated return code).
+    #[inline]
+    pub const fn from_raw_os_error(raw: c_int) -> Self {
+        Errno(raw)
+    }
+
+    /// The positive `FI_E*` value.
+    #[inline]
+    pub const fn raw_os_error(self) -> c_int {
+        self.0
+    }
+
+    /// The error a negative return code carries; one below `-c_int::MAX`
+    /// (which no libfabric code is) is kept as `c_int::MAX`.
+    #[inline(always)]
+    const fn from_negative(ret: isize) -> Self {
+        let raw = ret.unsigned_abs();
+        if raw > c_int::MAX as usize {
+            Errno(c_int::MAX)
+        } else {
+            Errno(raw as c_int)
+        }
+    }
+
+    /// The return code of a call that failed with this error (the value
+    /// negated).
+    #[inline(always)]
+    pub(crate) const fn to_ret(self) -> isize {
+        -(self.0 as isize)
+    }
+
+    /// The closest [`io::ErrorKind`].
+    pub fn kind(self) -> io::ErrorKind {
+        use io::ErrorKind as K;
+        match self {
+            Errno::AGAIN => K::WouldBlock,
+            Errno::INTR => K::Interrupted,
+            Errno::NOMEM => K::OutOfMemory,
+            Errno::INVAL | Errno::BADFLAGS => K::InvalidInput,
+            Errno::NOENT | Errno::NODATA => K::NotFound,
+            Errno::PERM | Errno::ACCES => K::PermissionDenied,
+            Errno::ADDRINUSE => K::AddrInUse,
+            Errno::ADDRNOTAVAIL => K::AddrNotAvailable,
+            Errno::CONNREFUSED => K::ConnectionRefused,
+            Errno::CONNRESET => K::ConnectionReset,
+            Errno::CONNABORTED => K::ConnectionAborted,
+            Errno::NOTCONN | Errno::SHUTDOWN => K::NotConnected,
+            Errno::TIMEDOUT => K::TimedOut,
+            Errno::NOSYS | Errno::OPNOTSUPP => K::Unsupported,
+            _ => K::Other,
+        }
+    }
 }
 
 impl Errno {
@@ -166,7 +213,7 @@ impl Errno {
     /// `src/fabric.c` 1487-1488), so it cannot be borrowed.
     pub fn text(self) -> Cow<'static, str> {
         // fi_strerror takes either sign (src/fabric.c 1484-1485 in 1.17).
-        let raw = self.raw().checked_abs().unwrap_or(c_int::MAX);
+        let raw = self.0.checked_abs().unwrap_or(c_int::MAX);
         if raw >= sys::FI_ERRNO_OFFSET {
             // SAFETY: fi_strerror(3): for values from FI_ERRNO_OFFSET up,
             // libfabric returns an entry of its static `errstr` table (the
@@ -187,32 +234,24 @@ impl Errno {
     }
 }
 
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "Errno::{name}"),
+            None => write!(f, "Errno({})", self.0),
+        }
+    }
+}
+
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.text(), self.raw())
+        write!(f, "{} ({})", self.text(), self.0)
     }
 }
 
 impl From<Errno> for io::ErrorKind {
     fn from(e: Errno) -> Self {
-        use io::ErrorKind as K;
-        match e {
-            Errno::Again => K::WouldBlock,
-            Errno::Intr => K::Interrupted,
-            Errno::NoMem => K::OutOfMemory,
-            Errno::Inval | Errno::BadFlags => K::InvalidInput,
-            Errno::NoEnt | Errno::NoData => K::NotFound,
-            Errno::Perm | Errno::Acces => K::PermissionDenied,
-            Errno::AddrInUse => K::AddrInUse,
-            Errno::AddrNotAvail => K::AddrNotAvailable,
-            Errno::ConnRefused => K::ConnectionRefused,
-            Errno::ConnReset => K::ConnectionReset,
-            Errno::ConnAborted => K::ConnectionAborted,
-            Errno::NotConn | Errno::Shutdown => K::NotConnected,
-            Errno::TimedOut => K::TimedOut,
-            Errno::NoSys | Errno::OpNotSupp => K::Unsupported,
-            _ => K::Other,
-        }
+        e.kind()
     }
 }
 
@@ -222,7 +261,7 @@ impl From<Errno> for io::ErrorKind {
 pub enum Error {
     /// A libfabric call returned an error code.
     #[error("{call}: {errno}")]
-    Fabric {
+    Call {
         /// The C function that failed, such as `"fi_eq_open"`.
         call: &'static str,
         /// The error it returned.
@@ -286,12 +325,12 @@ pub enum Error {
     },
     /// An argument is out of range or inconsistent.
     #[error("invalid argument: {0}")]
-    InvalidArgument(String),
+    InvalidArgument(Cow<'static, str>),
     /// An object was closed explicitly while other objects still use it.
     #[error("{object} is still in use by {users} other handle(s); it is closed when the last one is dropped")]
     InUse {
         /// What was closed.
-        object: &'static str,
+        object: ObjectKind,
         /// How many other handles hold it.
         users: usize,
     },
@@ -378,18 +417,27 @@ impl Error {
     /// The fabric error code, when a libfabric call failed.
     pub fn errno(&self) -> Option<Errno> {
         match self {
-            Error::Fabric { errno, .. } | Error::Completion { errno, .. } => Some(*errno),
-            Error::NoProvider { .. } => Some(Errno::NoData),
+            Error::Call { errno, .. } | Error::Completion { errno, .. } => Some(*errno),
+            Error::NoProvider { .. } => Some(Errno::NODATA),
             _ => None,
         }
     }
 
-    pub(crate) fn fabric(call: &'static str, negative: impl Into<i64>) -> Self {
-        let raw = -(negative.into());
-        Error::Fabric {
-            call,
-            errno: Errno::from_raw(c_int::try_from(raw).unwrap_or(c_int::MAX)),
-        }
+    /// Whether a libfabric call asked to be retried later (`FI_EAGAIN`): for
+    /// a post, the queue is full; read completions and post again.
+    pub fn is_again(&self) -> bool {
+        self.errno() == Some(Errno::AGAIN)
+    }
+
+    /// The error of `call` failing with `errno`.
+    pub(crate) fn call(call: &'static str, errno: Errno) -> Self {
+        Error::Call { call, errno }
+    }
+
+    /// The error of `call` returning `ret`, which is not its success value:
+    /// the error a negative code carries, `FI_EOTHER` for any other.
+    pub(crate) fn from_ret(call: &'static str, ret: impl Ret) -> Self {
+        Error::call(call, classify(ret).err().unwrap_or(Errno::OTHER))
     }
 
     /// The error of an error completion.
@@ -409,10 +457,50 @@ impl Error {
     }
 }
 
+/// The kind of object an [`Error::InUse`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ObjectKind {
+    /// A [`Fabric`](crate::Fabric).
+    Fabric,
+    /// A [`Domain`](crate::Domain).
+    Domain,
+    /// An [`EventQueue`](crate::EventQueue).
+    EventQueue,
+    /// A [`CompletionQueue`](crate::CompletionQueue).
+    CompletionQueue,
+    /// An [`AddressVector`](crate::AddressVector).
+    AddressVector,
+    /// A [`WaitSet`](crate::wait::WaitSet).
+    WaitSet,
+    /// A [`PollSet`](crate::poll::PollSet).
+    PollSet,
+    /// An [`Endpoint`](crate::Endpoint).
+    Endpoint,
+    /// A [`PassiveEndpoint`](crate::PassiveEndpoint).
+    PassiveEndpoint,
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ObjectKind::Fabric => "fabric",
+            ObjectKind::Domain => "domain",
+            ObjectKind::EventQueue => "event queue",
+            ObjectKind::CompletionQueue => "completion queue",
+            ObjectKind::AddressVector => "address vector",
+            ObjectKind::WaitSet => "wait set",
+            ObjectKind::PollSet => "poll set",
+            ObjectKind::Endpoint => "endpoint",
+            ObjectKind::PassiveEndpoint => "passive endpoint",
+        })
+    }
+}
+
 impl From<Error> for io::Error {
     fn from(e: Error) -> Self {
         let kind = match &e {
-            Error::Fabric { errno, .. } => (*errno).into(),
+            Error::Call { errno, .. } => errno.kind(),
             Error::NoProvider { .. } => io::ErrorKind::NotFound,
             Error::BufferTooSmall { .. }
             | Error::InvalidArgument(_)
@@ -480,10 +568,14 @@ pub(crate) fn try_zeroed<T: Zeroable>(what: &'static str, len: usize) -> Result<
     Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) })
 }
 
-/// What a failed `close` hands back: the object, still open, and why.
-pub type CloseResult<T> = std::result::Result<(), (T, Error)>;
+/// The result of a call that takes an object and, when it fails, hands it
+/// back with the error, so that nothing is lost: `close` (the object, still
+/// open), posts of a buffer (the buffer, unchanged) and
+/// [`ConnRequest::reject`](crate::ConnRequest::reject) (the request, still
+/// unanswered, when it was refused before reaching the provider).
+pub type Handback<T> = std::result::Result<(), (T, Error)>;
 
-/// Lets `?` turn a failed `close` into the error alone (dropping the handle
+/// Lets `?` turn a failed [`Handback`] into the error alone (dropping what
 /// it handed back).
 impl<T: fmt::Debug> From<(T, Error)> for Error {
     fn from((_, e): (T, Error)) -> Self {
@@ -494,24 +586,53 @@ impl<T: fmt::Debug> From<(T, Error)> for Error {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Checks a libfabric `int` return code: 0 (or positive) is success.
-#[inline]
-pub(crate) fn check(call: &'static str, ret: c_int) -> Result<()> {
-    if ret >= 0 {
-        Ok(())
-    } else {
-        Err(Error::fabric(call, ret))
+/// A raw return code of a libfabric call: an `int` or an `ssize_t`,
+/// negative for a negated `FI_E*` value.
+pub(crate) trait Ret: Copy {
+    /// The code as `ssize_t`, which holds every `int`.
+    fn widen(self) -> isize;
+}
+
+impl Ret for c_int {
+    #[inline(always)]
+    fn widen(self) -> isize {
+        self as isize
     }
 }
 
-/// Checks a libfabric `ssize_t` return: a length or count, or a negated errno.
-#[inline]
-pub(crate) fn check_len(call: &'static str, ret: isize) -> Result<usize> {
+impl Ret for isize {
+    #[inline(always)]
+    fn widen(self) -> isize {
+        self
+    }
+}
+
+/// What a return code says: its value when it is not negative (a length,
+/// a count, 0 for success), else the error it carries. Compare with
+/// `Err(Errno::AGAIN)` and the like to single out a code.
+#[inline(always)]
+pub(crate) fn classify(ret: impl Ret) -> std::result::Result<usize, Errno> {
+    let ret = ret.widen();
     if ret >= 0 {
         Ok(ret as usize)
     } else {
-        Err(Error::fabric(call, ret as i64))
+        Err(Errno::from_negative(ret))
     }
+}
+
+/// Checks a libfabric return code: 0 (or positive) is success.
+#[inline]
+pub(crate) fn check(call: &'static str, ret: impl Ret) -> Result<()> {
+    match classify(ret) {
+        Ok(_) => Ok(()),
+        Err(errno) => Err(Error::call(call, errno)),
+    }
+}
+
+/// Checks a libfabric return that is a length or count, or a negated errno.
+#[inline]
+pub(crate) fn check_len(call: &'static str, ret: impl Ret) -> Result<usize> {
+    classify(ret).map_err(|errno| Error::call(call, errno))
 }
 
 /// Runs a `fi_eq_strerror` / `fi_cq_strerror` call with a text buffer and
@@ -535,12 +656,3 @@ pub(crate) fn provider_text(
     // overwrites before the copy below).
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
-
-/// The negated `FI_EAGAIN` as `ssize_t`, as read calls return it.
-pub(crate) const EAGAIN: isize = -(sys::errno::FI_EAGAIN as isize);
-/// The negated `FI_ETIMEDOUT` as `ssize_t`.
-pub(crate) const ETIMEDOUT: isize = -(sys::errno::FI_ETIMEDOUT as isize);
-/// The negated `FI_ECANCELED` as `ssize_t`.
-pub(crate) const ECANCELED: isize = -(sys::errno::FI_ECANCELED as isize);
-/// The negated `FI_EAVAIL` as `ssize_t`.
-pub(crate) const EAVAIL: isize = -(sys::errno::FI_EAVAIL as isize);

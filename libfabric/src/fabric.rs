@@ -1,7 +1,7 @@
 //! `fi_fabric(3)`: the fabric, parent of domains, event queues and passive
 //! endpoints.
 
-use crate::error::{CloseResult, Error, Result};
+use crate::error::{Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Info, InfoEntry};
 use libfabric_sys::fabric as sys;
@@ -99,10 +99,10 @@ impl Fabric {
     /// Closes the fabric now (`fi_close`), returning its error. Fails with
     /// [`Error::InUse`] while other handles or objects opened from it exist;
     /// on failure the fabric is handed back, still open.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,
-            "fabric",
+            ObjectKind::Fabric,
             |inner| Fabric { inner },
             |i| i.fid.close(),
         )

@@ -1,6 +1,6 @@
 //! The one place that closes libfabric objects.
 
-use crate::error::{check, Result};
+use crate::error::{check, Errno, ObjectKind, Result};
 use libfabric_sys::fabric as sys;
 use std::ptr::NonNull;
 
@@ -49,7 +49,7 @@ impl<T: RawFid> OwnedFid<T> {
     /// NULL object on success reported as `-FI_EINVAL`.
     pub(crate) fn opened(call: &'static str, ret: std::ffi::c_int, raw: *mut T) -> Result<Self> {
         check(call, ret)?;
-        Self::new(raw).ok_or(crate::Error::fabric(call, -libc::EINVAL))
+        Self::new(raw).ok_or(crate::Error::call(call, Errno::INVAL))
     }
 
     /// The object.
@@ -98,7 +98,7 @@ impl<T: RawFid> Drop for OwnedFid<T> {
 /// (rebuilt by `wrap`), so that nothing is lost and the caller may retry.
 pub(crate) fn close_last<I, H>(
     arc: std::sync::Arc<I>,
-    name: &'static str,
+    name: ObjectKind,
     wrap: impl FnOnce(std::sync::Arc<I>) -> H,
     close: impl FnOnce(&mut I) -> Result<()>,
 ) -> std::result::Result<(), (H, crate::Error)> {

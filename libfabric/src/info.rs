@@ -1,7 +1,7 @@
 //! Discovery: `fi_getinfo(3)` hints, the list of matching providers and the
 //! owned `fi_info` entries that open fabrics, domains and endpoints.
 
-use crate::error::{check, Error, Result};
+use crate::error::{check, classify, Errno, Error, Result};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
 use std::ffi::{c_char, CStr, CString};
@@ -433,7 +433,7 @@ pub fn getinfo(hints: &Hints) -> Result<InfoList> {
             &mut head,
         )
     };
-    if ret == -sys::errno::FI_ENODATA {
+    if classify(ret) == Err(Errno::NODATA) {
         return Err(Error::NoProvider {
             request: hints.describe(),
         });
@@ -671,9 +671,9 @@ impl InfoEntry {
         // SAFETY: fi_dupinfo(3) deep-copies one fi_info (next is not
         // followed) into memory the caller frees with fi_freeinfo.
         let dup = unsafe { sys::fi_dupinfo(&self.0) };
-        Info::from_raw(dup).ok_or(Error::Fabric {
+        Info::from_raw(dup).ok_or(Error::Call {
             call: "fi_dupinfo",
-            errno: crate::Errno::NoMem,
+            errno: Errno::NOMEM,
         })
     }
 

@@ -86,7 +86,7 @@
 //! | Reclaiming a completion twice (two owners of one buffer) | Completions are not `Clone`; [`BufferPool::reclaim`] takes the context, so a second call gives `None`, as does another pool's | compile error: `ui/completion_copied_to_reclaim_twice.rs`; `data.rs` `msg_format_send_and_recv` |
 //! | Closing an endpoint with buffers posted (sockets, rxm and rxd drop them without a completion: the pool, its MR, the domain and the fabric stayed open for ever) | Every buffer still in flight on the endpoint goes back to its pool once it is closed; a completion of one read afterwards hands out nothing | `adversarial.rs` `buffers_in_flight_on_a_closed_endpoint_come_back`; suite `panics.rs` `a_panic_with_operations_in_flight_loses_no_buffer` |
 //! | A completion read and never reclaimed (for example dropped by a panic) | Dropping the entry, or the error entry, hands its buffer back | `misuse.rs` `a_completion_dropped_without_reclaim_frees_its_buffer`; suite `panics.rs` `a_panic_while_handling_completions_loses_no_buffer` |
-//! | Posting on a full queue (`-FI_EAGAIN`) | The [`ep::PostError`] hands the buffer back | `misuse.rs` `posting_past_the_queue_depth_hands_the_buffer_back` |
+//! | Posting on a full queue (`-FI_EAGAIN`) | The post fails with the buffer handed back ([`Handback`]); [`Error::is_again`] tells a full queue | `misuse.rs` `posting_past_the_queue_depth_hands_the_buffer_back` |
 //! | A send longer than its buffer | [`Error::BufferTooSmall`], buffer handed back | `bad_input.rs` `a_pool_of_nothing_and_oversized_sends_are_refused` |
 //! | Connection data longer than `FI_OPT_CM_DATA_SIZE` (fi_cm(3)) | [`Error::InvalidArgument`] before the call, for connect, accept and reject | `cm.rs` `connection_data_over_the_maximum_is_refused_before_sending`; `misuse.rs` `accept_and_reject_data_over_the_maximum_are_refused` |
 //! | Freeing a peeked `FI_CONNREQ`'s `fi_info` (then again once read): a double free | A peeked request has `request: None`; only the read one owns its [`ConnRequest`], freed once | `misuse.rs` `a_peeked_connection_request_owns_no_info`; suite `panics.rs` `a_panic_while_a_connection_request_is_held_frees_its_info_once`, under valgrind |
@@ -112,7 +112,7 @@
 //! | Closing an EQ with connection requests queued (their `fi_info` and sockets leak); an endpoint opened from a request and dropped unaccepted (tcp leaks the handle); a poll set closed with members (its list leaks) | The EQ rejects and frees queued requests first; the endpoint rejects its request on tcp; the poll set removes its members | `adversarial.rs` `queues_closed_with_connection_requests_queued_free_them`, `an_endpoint_opened_from_a_request_and_dropped_unaccepted_frees_it`, `a_poll_set_closed_with_members_leaks_nothing` (under valgrind) |
 //! | `FI_SELECTIVE_COMPLETION` with posts that never ask for a completion (buffers never come back) | Not offered | compile error: `ui/selective_completion_is_not_offered.rs` |
 //! | Reading, re-flagging or re-arming a queue's wait fd (lost wake-ups, hangs) | [`wait::WaitFd`] gives only the raw number: using it as an fd takes `unsafe` | compile error: `ui/wait_fd_read_through_std.rs` |
-//! | A failed `fi_close` (the object is still open) | `close` hands the object back with the error; nothing is marked closed that is not | `misuse.rs` `closing_an_eq_bound_to_endpoints_reports_its_users` |
+//! | A failed `fi_close` (the object is still open) | `close` hands the object back with the error ([`Handback`]); nothing is marked closed that is not | `misuse.rs` `closing_an_eq_bound_to_endpoints_reports_its_users` |
 //! | `fi_strerror` for system codes returns a per-thread buffer the next call frees | [`Errno::text`] copies through `strerror_r` | `adversarial.rs` `error_text_of_codes_glibc_does_not_know_is_owned` |
 //! | Handing `fi_*_strerror` forged `err_data` | The call gets the data the provider gave, whatever the public field says | `adversarial.rs` `error_entries_cannot_be_forged_for_strerror` |
 //! | Waiting on an `FI_WAIT_POLLFD` set, one of whose fds tcp keeps readable (a wait loop spins) | The crate's waits ([`wait::Waiter`], the tokio queues) take `FI_WAIT_FD` queues only: [`Error::WrongWaitMode`] | `adversarial.rs` `no_wait_loop_of_the_crate_takes_a_pollfd_queue` |
@@ -192,7 +192,7 @@ pub use cq::CompletionQueue;
 pub use domain::Domain;
 pub use ep::Endpoint;
 pub use eq::EventQueue;
-pub use error::{CloseResult, Errno, Error, Result};
+pub use error::{Errno, Error, Handback, ObjectKind, Result};
 pub use fabric::Fabric;
 pub use info::{getinfo, Hints, Info};
 pub use pep::PassiveEndpoint;

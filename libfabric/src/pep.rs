@@ -13,7 +13,7 @@
 //! only gives it up.
 
 use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
-use crate::error::{check, CloseResult, Error, Result};
+use crate::error::{check, Error, Handback, ObjectKind, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::InfoEntry;
@@ -192,7 +192,7 @@ impl PassiveEndpoint {
     /// that queue (see the module docs), which this handle then no longer
     /// keeps open. Fails with [`Error::InUse`], handing it back, while other
     /// handles exist.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         let bound = self
             .inner
             .eq
@@ -201,14 +201,14 @@ impl PassiveEndpoint {
             .is_some();
         close_last(
             self.inner,
-            "passive endpoint",
+            ObjectKind::PassiveEndpoint,
             |inner| PassiveEndpoint { inner },
             |i| match Arc::get_mut(&mut i.core) {
                 Some(core) => core.fid.close(),
                 // Only the event queue (or a request of it) holds the core.
                 None if bound => Ok(()),
                 None => Err(Error::InUse {
-                    object: "passive endpoint",
+                    object: ObjectKind::PassiveEndpoint,
                     users: Arc::strong_count(&i.core) - 1,
                 }),
             },

@@ -20,7 +20,7 @@
 use crate::cq::{CompletionQueue, CqInner, Format};
 use crate::domain::{Domain, DomainInner};
 use crate::eq::Fid;
-use crate::error::{check, CloseResult, Error, Result};
+use crate::error::{check, check_len, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -157,8 +157,7 @@ impl PollSet {
             })
         });
         let ret = ret.ok_or_else(crate::cq::refused_progress)?;
-        check("fi_poll", ret)?;
-        let n = (ret as usize).min(count);
+        let n = check_len("fi_poll", ret)?.min(count);
         let mut found = 0;
         for context in &contexts[..n] {
             if let Some(m) = members.iter().find(|m| m.id as usize == *context as usize) {
@@ -171,10 +170,10 @@ impl PollSet {
 
     /// Closes the set now (its members are taken out first);
     /// [`Error::InUse`] while other handles exist, handing it back.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,
-            "poll set",
+            ObjectKind::PollSet,
             |inner| PollSet { inner },
             |i| {
                 i.remove_all();

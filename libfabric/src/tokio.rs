@@ -26,7 +26,7 @@ use crate::buffer::BufferPool;
 use crate::conn::{Connection, Incoming, Listener, Pending};
 use crate::cq::{self, Completion, CompletionQueue, CqRead, Format};
 use crate::eq::{self, EqRead, EventBuf, EventQueue};
-use crate::error::{Error, Result, EAGAIN};
+use crate::error::{classify, Errno, Error, Result};
 use crate::info::Hints;
 use crate::wait::{
     eq_has_entries, eq_second_look_needed, refuse_poisoned, trywait_raw, with_progress_guards,
@@ -171,7 +171,7 @@ impl AsyncEventQueue {
             // anything is taken from the queue (so it stays cancel safe).
             tokio::task::coop::consume_budget().await;
             let (ret, event) = self.eq.read_raw(buf, 0)?;
-            if ret != EAGAIN {
+            if classify(ret) != Err(Errno::AGAIN) {
                 return eq::decode(&self.eq.inner, ret, event, buf, false, "fi_eq_read");
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
@@ -244,7 +244,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
             // before taking anything.
             tokio::task::coop::consume_budget().await;
             let (ret, epoch) = self.cq.read_raw(buf)?;
-            if ret != EAGAIN {
+            if classify(ret) != Err(Errno::AGAIN) {
                 let read = cq::decode(ret, epoch, &self.cq.inner.epochs, buf, "fi_cq_read")?;
                 return self.cq.finish(read);
             }

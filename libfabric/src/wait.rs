@@ -2,7 +2,7 @@
 //! `FI_WAIT_POLLFD` sets, `fi_trywait` over several queues, wait sets, and
 //! [`Waiter`], which runs the whole trywait / block / drain loop.
 
-use crate::error::{check, CloseResult, Error, Result};
+use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use libfabric_sys::fabric as sys;
@@ -216,7 +216,7 @@ pub trait Waitable: sealed::Sealed {
         };
         check("fi_control(FI_GETWAIT)", ret)?;
         if fd < 0 {
-            return Err(Error::fabric("fi_control(FI_GETWAIT)", -libc::EBADF));
+            return Err(Error::call("fi_control(FI_GETWAIT)", Errno::BADF));
         }
         Ok(WaitFd {
             fd,
@@ -319,7 +319,7 @@ pub(crate) fn eq_has_entries(eq: *mut sys::fid_eq) -> bool {
             sys::FI_PEEK,
         )
     };
-    ret != crate::error::EAGAIN
+    classify(ret) != Err(Errno::AGAIN)
 }
 
 /// Whether the libfabric loaded may erase an EQ's wake-up inside
@@ -501,7 +501,7 @@ pub(crate) fn trywait_raw(
     // SAFETY: fi_poll(3): fids is an array of count open EQ/CQ fids of this
     // fabric (their owners are borrowed by the caller).
     let ret = unsafe { sys::fi_trywait(fabric, fids.as_mut_ptr(), fids.len() as i32) };
-    if ret == -sys::errno::FI_EAGAIN {
+    if classify(ret) == Err(Errno::AGAIN) {
         Ok(TryWait::EventsPending)
     } else {
         check("fi_trywait", ret).map(|()| TryWait::MayBlock)
@@ -773,7 +773,7 @@ impl PollFdSet {
                     (&mut arg as *mut sys::fi_wait_pollfd).cast(),
                 )
             };
-            if ret == -sys::errno::FI_ETOOSMALL {
+            if classify(ret) == Err(Errno::TOOSMALL) {
                 let needed = arg.nfds.max(capacity + 1);
                 self.fds.reserve(needed);
                 continue;
@@ -839,7 +839,10 @@ impl WaitSet {
         // SAFETY: fi_wait_open(3) reads attr and opens a wait set on the
         // open fabric; OwnedFid closes it before the fabric handle drops.
         let ret = unsafe { sys::fi_wait_open(fabric.inner.fid.as_ptr(), &mut attr, &mut raw) };
-        if ret == -libc::EINVAL || ret == -libc::ENOSYS || ret == -libc::EOPNOTSUPP {
+        if matches!(
+            classify(ret),
+            Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP)
+        ) {
             return Err(Error::UnsupportedWait {
                 queue: "wait set",
                 requested: wait_obj,
@@ -889,7 +892,7 @@ impl WaitSet {
             })?;
             drop(locks);
             drop(cqs);
-            if ret != -sys::errno::FI_ETIMEDOUT && ret != -sys::errno::FI_EAGAIN {
+            if !matches!(classify(ret), Err(Errno::TIMEDOUT | Errno::AGAIN)) {
                 return check("fi_wait", ret).map(|()| true);
             }
             if remaining.is_some_and(|r| r <= slice) {
@@ -905,11 +908,11 @@ impl WaitSet {
 
     /// Closes the set now; [`Error::InUse`] while queues still use it, in
     /// which case it is handed back.
-    pub fn close(self) -> CloseResult<Self> {
+    pub fn close(self) -> Handback<Self> {
         let kind = self.kind;
         close_last(
             self.inner,
-            "wait set",
+            ObjectKind::WaitSet,
             |inner| WaitSet { inner, kind },
             |i| i.fid.close(),
         )

@@ -25,7 +25,7 @@ fn impossible_hints_are_no_provider() {
         .ep_type(EpType::Dgram)
         .caps(Caps::TAGGED | Caps::RMA | Caps::ATOMIC);
     let err = getinfo(&hints).unwrap_err();
-    assert_eq!(err.errno(), Some(Errno::NoData), "{err}");
+    assert_eq!(err.errno(), Some(Errno::NODATA), "{err}");
     let io: std::io::Error = err.into();
     assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
 }
@@ -47,15 +47,23 @@ fn strings_with_nul_bytes_are_refused() {
 
 #[test]
 fn errors_name_the_call_and_libfabrics_text() {
-    let e = Error::Fabric {
+    let e = Error::Call {
         call: "fi_eq_read",
-        errno: Errno::Avail,
+        errno: Errno::AVAIL,
     };
     let text = e.to_string();
     assert!(text.starts_with("fi_eq_read: "), "{text}");
     assert!(text.contains("259"), "{text}");
-    assert_eq!(Errno::from_raw(Errno::Overrun.raw()), Errno::Overrun);
-    assert_eq!(Errno::from_raw(4242), Errno::Unknown(4242));
+    assert_eq!(
+        Errno::from_raw_os_error(Errno::OVERRUN.raw_os_error()),
+        Errno::OVERRUN
+    );
+    assert_eq!(Errno::from_raw_os_error(4242).raw_os_error(), 4242);
+    assert_eq!(format!("{:?}", Errno::AGAIN), "Errno::AGAIN");
+    assert_eq!(
+        format!("{:?}", Errno::from_raw_os_error(4242)),
+        "Errno(4242)"
+    );
 }
 
 #[test]
@@ -72,16 +80,17 @@ fn a_pool_of_nothing_and_oversized_sends_are_refused() {
     let err = pair.client.send(buf, 65).unwrap_err();
     assert!(
         matches!(
-            err.error,
+            err.1,
             Error::BufferTooSmall {
                 needed: 65,
                 given: 64,
                 ..
             }
         ),
-        "{err}"
+        "{}",
+        err.1
     );
-    assert_eq!(err.buffer.len(), 64, "the buffer is handed back");
+    assert_eq!(err.0.len(), 64, "the buffer is handed back");
     assert!(
         pool.take().is_none(),
         "the one slot is still owned by the returned buffer"

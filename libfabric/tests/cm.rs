@@ -60,7 +60,7 @@ fn reject_is_an_error_entry_with_the_reject_data() {
     request.reject(b"no").unwrap();
     match next_event(&client_eq, &[&server_eq], Duration::from_secs(10)) {
         Ev::Error { err, data } => {
-            assert_eq!(err, Errno::ConnRefused);
+            assert_eq!(err, Errno::CONNREFUSED);
             if is_tcp() {
                 assert_eq!(data, b"no", "reject data reaches the active side");
             }

@@ -293,11 +293,11 @@ fn load_average() -> String {
 }
 
 fn libfabric_version() -> String {
-    let v = libfabric::sys::runtime_version();
+    let v = libfabric_sys::fabric::runtime_version();
     format!(
         "{}.{}",
-        libfabric::sys::FI_MAJOR(v),
-        libfabric::sys::FI_MINOR(v)
+        libfabric_sys::fabric::FI_MAJOR(v),
+        libfabric_sys::fabric::FI_MINOR(v)
     )
 }
 

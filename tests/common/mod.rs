@@ -4,7 +4,7 @@
 //! each numbered item arrived exactly once.
 #![allow(dead_code)]
 
-use libfabric::cq::{CqAttr, CqError, CqRead, Format};
+use libfabric::cq::{CqAttr, CqRead, Format};
 use libfabric::ep::CqBind;
 use libfabric::eq::{EqAttr, EqRead, ErrDataBuf, Event, EventBuf};
 use libfabric::info::{Caps, EpType};
@@ -275,7 +275,6 @@ pub fn reclaim_flushed<F: Format>(
 ) -> (usize, usize) {
     let deadline = Instant::now() + timeout;
     let mut entries: Vec<F::Entry> = (0..16).map(|_| F::Entry::default()).collect();
-    let mut errbuf = ErrDataBuf::new();
     let (mut flushed, mut completed) = (0, 0);
     while flushed + completed < expected {
         match cq.read(&mut entries).expect("fi_cq_read") {
@@ -290,7 +289,7 @@ pub fn reclaim_flushed<F: Format>(
                 assert!(
                     matches!(
                         err.err,
-                        Errno::Canceled | Errno::NotConn | Errno::ConnReset | Errno::Shutdown
+                        Errno::CANCELED | Errno::NOTCONN | Errno::CONNRESET | Errno::SHUTDOWN
                     ),
                     "a flushed operation fails with ECANCELED, ENOTCONN or ECONNRESET: {err:?}"
                 );
@@ -318,7 +317,7 @@ pub fn reclaim_flushed<F: Format>(
 /// read.
 pub fn read_flushed_of_closed<F: Format>(cq: &CompletionQueue<F>, pool: &BufferPool) -> usize {
     let mut entries: Vec<F::Entry> = (0..16).map(|_| F::Entry::default()).collect();
-    let mut errbuf = ErrDataBuf::new();
+    let _errbuf = ErrDataBuf::new();
     let mut flushed = 0;
     loop {
         match cq.read(&mut entries).expect("fi_cq_read") {

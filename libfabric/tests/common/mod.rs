@@ -156,7 +156,7 @@ pub fn pollable_cq<F: Format>(domain: &Domain) -> Option<CompletionQueue<F>> {
     let cq = fd_cq::<F>(domain)?;
     match cq.wait_fd() {
         Ok(_) => Some(cq),
-        Err(e) if provider() == "udp;ofi_rxd" && e.errno() == Some(libfabric::Errno::NoSys) => {
+        Err(e) if provider() == "udp;ofi_rxd" && e.errno() == Some(libfabric::Errno::NOSYS) => {
             println!(
                 "SKIP {}: provider {}: no wait fd for its completion queues (FI_GETWAIT: -FI_ENOSYS)",
                 test_name(),

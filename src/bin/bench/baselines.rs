@@ -3,7 +3,8 @@
 //! same objects. Shared by the benchmark and the C/Rust parity tests.
 
 use libfabric::cq::Msg;
-use libfabric::{sys, CompletionQueue, EventQueue, Fabric};
+use libfabric::{CompletionQueue, EventQueue, Fabric};
+use libfabric_sys::fabric as sys;
 use std::ffi::{c_int, c_void};
 
 mod ffi {

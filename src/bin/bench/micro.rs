@@ -595,8 +595,8 @@ fn c_wake_tokio_anchor(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>
             }
             let r = c::eq_read(&p.eq);
             let now = mono_ns();
-            if r.ret != std::mem::size_of::<libfabric::sys::fi_eq_entry>() as isize
-                || r.event != libfabric::sys::FI_NOTIFY
+            if r.ret != std::mem::size_of::<libfabric_sys::fabric::fi_eq_entry>() as isize
+                || r.event != libfabric_sys::fabric::FI_NOTIFY
                 || r.data == WRITER_FAILED
             {
                 return Err(format!("reader: C fi_eq_read gave {r:?}"));
