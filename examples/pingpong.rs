@@ -130,7 +130,7 @@ fn client(opts: &Options, host: &str, port: u16, log: &Arc<EventLog>) -> Res<Vec
     };
     let flags = if opts.verify { FLAG_VERIFY } else { 0 };
     ctrl.send(Kind::Hello, opts.max_size() as u64, flags, &name)?;
-    setup::connect(&link)?;
+    setup::connect(&mut link)?;
     let tx = link.tx.take().ok_or("no transmit buffer")?;
     let rows = transfer::client(&link, tx, &mut ctrl, opts)?;
     setup::shutdown(&link, true)?;

@@ -242,7 +242,6 @@ fn a_peer_killed_mid_traffic_is_detected_and_the_listener_accepts_again() {
 
     // Receive until it is time to kill the peer, then until the loss is seen.
     let mut entries: [MsgEntry; 16] = Default::default();
-    let _errbuf = libfabric::eq::ErrDataBuf::new();
     let mut evbuf = EventBuf::new();
     let mut killed_at: Option<Instant> = None;
     let mut shutdown_after: Option<Duration> = None;

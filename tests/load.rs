@@ -15,7 +15,7 @@ mod common;
 
 use common::*;
 use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
-use libfabric::eq::{EqAttr, EqRead, ErrDataBuf, Event, EventBuf};
+use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
 use libfabric::tokio::AsyncEventQueue;
 use libfabric::wait::WaitObj;
 use libfabric::{Buffer, EventQueue};
@@ -288,7 +288,6 @@ fn receive(
     n: u64,
 ) -> u64 {
     let mut entries: [MsgEntry; 32] = Default::default();
-    let _errbuf = ErrDataBuf::new();
     let mut mine = 0u64;
     let mut idle_since = Instant::now();
     while !done.load(Ordering::Acquire) {
@@ -355,7 +354,6 @@ fn repost(ep: &libfabric::Endpoint, buf: Buffer) {
 /// send completions.
 fn send_all(pair: &Pair<Msg>, n: u64) -> u64 {
     let mut entries: [MsgEntry; 32] = Default::default();
-    let _errbuf = ErrDataBuf::new();
     let mut next = 0u64;
     let mut completed = 0u64;
     let mut spare: Option<Buffer> = None;

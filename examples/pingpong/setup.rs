@@ -1,20 +1,21 @@
-//! Opening and connecting endpoints. MSG: a passive endpoint, `FI_CONNREQ`,
-//! `fi_accept`, `FI_CONNECTED` on both sides, all read from event queues.
-//! RDM: an address vector holding the peer's address.
+//! Opening and connecting endpoints through the crate's connection layer.
+//! MSG: a `Listener`, the connection request, `fi_accept`, `FI_CONNECTED`
+//! on both sides. RDM: an `Rdm` endpoint whose address vector holds the
+//! peer's address.
 
 use super::cli::{EpKind, Mode, Options};
 use super::control::Msg;
 use super::report::EventLog;
 use super::Res;
-use libfabric::av::AvType;
+use libfabric::conn::{ConnConfig, Pending, Rdm};
 use libfabric::cq::{Addr, Context, CqAttr};
-use libfabric::ep::{socket_addr, CqBind};
-use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
+use libfabric::ep::socket_addr;
+use libfabric::eq::{EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType, Info, InfoEntry};
 use libfabric::wait::WaitObj;
 use libfabric::{
-    getinfo, AddressVector, Buffer, BufferPool, CompletionQueue, ConnRequest, Domain, Endpoint,
-    Errno, EventQueue, Fabric, Hints, PassiveEndpoint,
+    getinfo, AddressVector, Buffer, BufferPool, CompletionQueue, Connection, Domain, Endpoint,
+    Errno, Error, EventQueue, Fabric, Hints,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,9 +49,13 @@ pub struct Link {
     pub pool: Option<BufferPool>,
     pub tx: Option<Buffer>,
     pub domain: Domain,
-    pub fabric: Fabric,
     pub log: Arc<EventLog>,
-    _pep: Option<PassiveEndpoint>,
+    /// A client's connection until [`connect`] makes it.
+    pending: Option<Pending<Context>>,
+    /// The connection the endpoint belongs to, once made.
+    _conn: Option<Box<Connection<Context>>>,
+    /// The RDM endpoint it is.
+    _rdm: Option<Box<Rdm<Context>>>,
 }
 
 impl Link {
@@ -70,9 +75,7 @@ impl Link {
 /// A server waiting for its client.
 pub enum Listener {
     Msg {
-        fabric: Fabric,
-        pep: PassiveEndpoint,
-        eq: EventQueue,
+        listener: libfabric::Listener,
         log: Arc<EventLog>,
     },
     /// An RDM server's endpoint exists before any peer does.
@@ -106,97 +109,124 @@ fn first(hints: &Hints) -> Res<Info> {
         .ok_or_else(|| "fi_getinfo returned an empty list".into())
 }
 
-fn open_cqs(
-    domain: &Domain,
-    info: &InfoEntry,
-    mode: Mode,
-) -> Res<(CompletionQueue<Context>, CompletionQueue<Context>)> {
-    // fi_pingpong's queues: FI_WAIT_NONE for busy polling; the blocking
-    // modes need a wait fd.
+/// fi_pingpong's queues, a transmit and a receive one: `FI_WAIT_NONE` for
+/// busy polling; the blocking modes need a wait fd. The waits for a
+/// connection end after [`CONNECT_TIMEOUT`].
+fn config(info: &InfoEntry, mode: Mode) -> ConnConfig {
     let wait = if mode == Mode::Spin {
         WaitObj::None
     } else {
         WaitObj::Fd
     };
-    let tx = CompletionQueue::open(domain, &CqAttr::new().size(info.tx_size()).wait(wait))?;
-    let rx = CompletionQueue::open(domain, &CqAttr::new().size(info.rx_size()).wait(wait))?;
-    Ok((tx, rx))
+    ConnConfig::new()
+        .cq(CqAttr::new().size(info.tx_size()).wait(wait))
+        .rx_cq(CqAttr::new().size(info.rx_size()).wait(wait))
+        .timeout(Some(CONNECT_TIMEOUT))
 }
 
-/// What an endpoint is opened from.
-enum Source<'a> {
-    Info(&'a InfoEntry),
-    /// A connection request, which the endpoint accepts.
-    Request(ConnRequest),
-}
-
-struct Parts<'a> {
+/// A link over a prepared connection's endpoint and queues.
+fn pending_link(
     side: &'static str,
-    fabric: &'a Fabric,
-    eq: Option<EventQueue>,
-    pep: Option<PassiveEndpoint>,
+    pending: Pending<Context>,
     peer_name: String,
-    log: &'a Arc<EventLog>,
-}
-
-/// Opens the domain, CQs, (AV,) and endpoint, binds and enables it.
-fn link(p: Parts<'_>, source: Source<'_>, mode: Mode) -> Res<Link> {
-    let info = match &source {
-        Source::Info(info) => *info,
-        Source::Request(request) => request.info(),
-    };
-    let domain = Domain::open(p.fabric, info)?;
-    let (tx_cq, rx_cq) = open_cqs(&domain, info, mode)?;
-    let rdm = info.ep_type() == EpType::Rdm;
-    let ep = match source {
-        Source::Info(info) => Endpoint::open(&domain, info)?,
-        Source::Request(request) => {
-            Endpoint::from_request(&domain, request).map_err(libfabric::Error::from)?
-        }
-    };
-    let av = if rdm {
-        let av = AddressVector::open(&domain, AvType::Table, 4)?;
-        ep.bind_av(&av)?;
-        Some(av)
-    } else {
-        None
-    };
-    if let Some(eq) = &p.eq {
-        ep.bind_eq(eq)?;
-    }
-    ep.bind_cq(&tx_cq, CqBind::TRANSMIT)?;
-    ep.bind_cq(&rx_cq, CqBind::RECV)?;
-    ep.enable()?;
-    Ok(Link {
-        side: p.side,
-        inject_size: ep.info().inject_size(),
-        ep,
-        tx_cq,
-        rx_cq,
-        eq: p.eq,
-        av,
+    log: &Arc<EventLog>,
+) -> Link {
+    Link {
+        side,
+        inject_size: pending.endpoint().info().inject_size(),
+        ep: pending.endpoint().clone(),
+        tx_cq: pending.cq().clone(),
+        rx_cq: pending.rx_cq().clone(),
+        eq: Some(pending.eq().clone()),
+        av: None,
         peer: Addr::UNSPEC,
-        peer_name: p.peer_name,
+        peer_name,
         pool: None,
         tx: None,
-        domain,
-        fabric: p.fabric.clone(),
-        log: p.log.clone(),
-        _pep: p.pep,
-    })
+        domain: pending.domain().clone(),
+        log: log.clone(),
+        pending: Some(pending),
+        _conn: None,
+        _rdm: None,
+    }
 }
 
-fn fd_eq(fabric: &Fabric) -> Res<EventQueue> {
-    Ok(EventQueue::open(fabric, &EqAttr::new().wait(WaitObj::Fd))?)
+/// A link over an RDM endpoint.
+fn rdm_link(side: &'static str, rdm: Rdm<Context>, peer_name: String, log: &Arc<EventLog>) -> Link {
+    Link {
+        side,
+        inject_size: rdm.endpoint().info().inject_size(),
+        ep: rdm.endpoint().clone(),
+        tx_cq: rdm.cq().clone(),
+        rx_cq: rdm.rx_cq().clone(),
+        eq: None,
+        av: Some(rdm.av().clone()),
+        peer: Addr::UNSPEC,
+        peer_name,
+        pool: None,
+        tx: None,
+        domain: rdm.domain().clone(),
+        log: log.clone(),
+        pending: None,
+        _conn: None,
+        _rdm: Some(Box::new(rdm)),
+    }
+}
+
+fn data_text(data: &[u8]) -> String {
+    if data.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ": {} bytes of connection data {:?}",
+            data.len(),
+            String::from_utf8_lossy(data)
+        )
+    }
+}
+
+/// Makes a prepared link's connection (`fi_connect` or `fi_accept` with
+/// `data`, then `FI_CONNECTED`), logging what it sees.
+fn establish(link: &mut Link, data: &[u8]) -> Res<()> {
+    let Some(pending) = link.pending.take() else {
+        return Ok(());
+    };
+    let conn = match pending.establish(data) {
+        Ok(conn) => conn,
+        Err(e) => {
+            let what = match &e {
+                Error::Call { errno, .. } => {
+                    link.log.record(link.side, format!("error entry: {errno}"));
+                    match *errno {
+                        Errno::CONNREFUSED => format!("{} refused the connection", link.peer_name),
+                        _ => format!("connecting with {}: {e}", link.peer_name),
+                    }
+                }
+                Error::TimedOut { .. } => {
+                    format!(
+                        "no FI_CONNECTED with {} within {CONNECT_TIMEOUT:?}",
+                        link.peer_name
+                    )
+                }
+                _ => format!("connecting with {}: {e}", link.peer_name),
+            };
+            return Err(what.into());
+        }
+    };
+    link.log.record(
+        link.side,
+        format!("FI_CONNECTED{}", data_text(conn.peer_data())),
+    );
+    link._conn = Some(Box::new(conn));
+    Ok(())
 }
 
 /// A connection-management event, copied out of the event buffer.
 pub enum Cm {
-    ConnReq(ConnRequest),
     Connected,
     Shutdown,
-    /// An error entry: the error and the provider's text.
-    Failed(Errno, String),
+    /// An error entry.
+    Failed,
 }
 
 /// Reads `eq` until a connection event arrives or `timeout` passes,
@@ -211,27 +241,8 @@ pub fn next_cm(
 ) -> Res<Option<Cm>> {
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut buf = EventBuf::new();
-    let data_text = |data: &[u8]| {
-        if data.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ": {} bytes of connection data {:?}",
-                data.len(),
-                String::from_utf8_lossy(data)
-            )
-        }
-    };
     loop {
         match eq.sread(&mut buf, Some(EQ_SLICE))? {
-            EqRead::Event(Event::ConnReq(req)) => {
-                let request = req.request;
-                let from = socket_addr(request.info().dest_addr())
-                    .map(|a| format!(" from {a}"))
-                    .unwrap_or_default();
-                log.record(side, format!("FI_CONNREQ{from}{}", data_text(req.data)));
-                return Ok(Some(Cm::ConnReq(request)));
-            }
             EqRead::Event(Event::Connected(c)) => {
                 log.record(side, format!("FI_CONNECTED{}", data_text(c.data)));
                 return Ok(Some(Cm::Connected));
@@ -243,8 +254,8 @@ pub fn next_cm(
             EqRead::Event(other) => log.record(side, format!("{other:?}")),
             EqRead::Error(err) => {
                 let text = eq.strerror(&err);
-                log.record(side, format!("error entry: {}", err.err));
-                return Ok(Some(Cm::Failed(err.err, text)));
+                log.record(side, format!("error entry: {} ({text})", err.err));
+                return Ok(Some(Cm::Failed));
             }
             EqRead::Empty | EqRead::TimedOut | EqRead::ErrorPending => {}
         }
@@ -258,7 +269,7 @@ pub fn next_cm(
 /// Opens a server's fabric endpoint on `node` (MSG: all interfaces if
 /// `None`; RDM: the provider's default address) and a free port.
 pub fn listen(opts: &Options, node: Option<&str>, log: &Arc<EventLog>) -> Res<(Listener, Address)> {
-    let mut hints = hints(opts)?.service("0").source(true);
+    let mut hints = hints(opts)?.service(0).source(true);
     if let Some(node) = node {
         hints = hints.node(node);
     }
@@ -266,15 +277,10 @@ pub fn listen(opts: &Options, node: Option<&str>, log: &Arc<EventLog>) -> Res<(L
     let fabric = Fabric::open(&info)?;
     match opts.ep {
         EpKind::Msg => {
-            let eq = fd_eq(&fabric)?;
-            let pep = PassiveEndpoint::open(&fabric, &info)?;
-            pep.bind_eq(&eq)?;
-            pep.listen()?;
-            let port = pep.local_addr()?.port();
+            let listener = libfabric::Listener::on(&fabric, &info)?;
+            let port = listener.local_addr()?.port();
             let listener = Listener::Msg {
-                fabric,
-                pep,
-                eq,
+                listener,
                 log: log.clone(),
             };
             Ok((
@@ -286,15 +292,8 @@ pub fn listen(opts: &Options, node: Option<&str>, log: &Arc<EventLog>) -> Res<(L
             ))
         }
         EpKind::Rdm => {
-            let parts = Parts {
-                side: "server",
-                fabric: &fabric,
-                eq: None,
-                pep: None,
-                peer_name: "the client".into(),
-                log,
-            };
-            let link = link(parts, Source::Info(&info), opts.mode)?;
+            let rdm = Rdm::open_on(&fabric, &info, 4, &config(&info, opts.mode))?;
+            let link = rdm_link("server", rdm, "the client".into(), log);
             let name = link.ep.name()?;
             Ok((Listener::Rdm(Box::new(link)), Address { port: 0, name }))
         }
@@ -307,7 +306,7 @@ pub fn listen(opts: &Options, node: Option<&str>, log: &Arc<EventLog>) -> Res<(L
 pub fn accept(listener: Listener, opts: &Options, hello: &Msg) -> Res<Link> {
     let max_size =
         usize::try_from(hello.a).map_err(|_| "the client asked for an impossible size")?;
-    let (fabric, pep, eq, log) = match listener {
+    let (listener, log) = match listener {
         Listener::Rdm(link) => {
             let mut link = *link;
             link.open_buffers(max_size)?;
@@ -320,44 +319,31 @@ pub fn accept(listener: Listener, opts: &Options, hello: &Msg) -> Res<Link> {
                 socket_addr(&hello.bytes).map_or("the client".into(), |a| a.to_string());
             return Ok(link);
         }
-        Listener::Msg {
-            fabric,
-            pep,
-            eq,
-            log,
-        } => (fabric, pep, eq, log),
+        Listener::Msg { listener, log } => (listener, log),
     };
-    let request = loop {
-        match next_cm(&eq, "server", &log, Some(CONNECT_TIMEOUT), &|| {})? {
-            Some(Cm::ConnReq(request)) => break request,
-            Some(Cm::Failed(err, text)) => {
-                return Err(format!("a connection request failed: {err} ({text})").into())
-            }
-            Some(_) => {}
-            None => return Err(format!("no connection request within {CONNECT_TIMEOUT:?}").into()),
+    let incoming = match listener.incoming_timeout(Some(CONNECT_TIMEOUT)) {
+        Ok(incoming) => incoming,
+        Err(Error::TimedOut { .. }) => {
+            return Err(format!("no connection request within {CONNECT_TIMEOUT:?}").into())
         }
+        Err(e) => return Err(format!("a connection request failed: {e}").into()),
     };
-    let peer_name =
-        socket_addr(request.info().dest_addr()).map_or("the client".into(), |a| a.to_string());
-    let parts = Parts {
-        side: "server",
-        fabric: &fabric,
-        eq: Some(eq.clone()),
-        pep: Some(pep),
-        peer_name,
-        log: &log,
-    };
-    let mut link = link(parts, Source::Request(request), opts.mode)?;
+    let from = socket_addr(incoming.request().info().dest_addr());
+    log.record(
+        "server",
+        format!(
+            "FI_CONNREQ{}{}",
+            from.map(|a| format!(" from {a}")).unwrap_or_default(),
+            data_text(incoming.data())
+        ),
+    );
+    let peer_name = from.map_or("the client".into(), |a| a.to_string());
+    let config = config(incoming.request().info(), opts.mode);
+    let pending = incoming.prepare::<Context>(&config)?;
+    let mut link = pending_link("server", pending, peer_name, &log);
     link.open_buffers(max_size)?;
-    link.ep.accept(ACCEPT_DATA)?;
-    match next_cm(&eq, "server", &log, Some(CONNECT_TIMEOUT), &|| {})? {
-        Some(Cm::Connected) => Ok(link),
-        Some(Cm::Failed(err, text)) => {
-            Err(format!("accepting {}: {err} ({text})", link.peer_name).into())
-        }
-        Some(_) => Err("unexpected event while accepting".into()),
-        None => Err(format!("no FI_CONNECTED within {CONNECT_TIMEOUT:?} after fi_accept").into()),
-    }
+    establish(&mut link, ACCEPT_DATA)?;
+    Ok(link)
 }
 
 /// Opens the client's endpoint for the server at `host` whose fabric
@@ -365,26 +351,26 @@ pub fn accept(listener: Listener, opts: &Options, hello: &Msg) -> Res<Link> {
 pub fn open(opts: &Options, host: &str, address: &Msg, log: &Arc<EventLog>) -> Res<Link> {
     let mut hints = hints(opts)?.node(host);
     if opts.ep == EpKind::Msg {
-        hints = hints.service(&address.a.to_string());
+        hints = hints.service(address.a);
     }
     let info = first(&hints)?;
     let fabric = Fabric::open(&info)?;
-    let (eq, peer_name) = match opts.ep {
-        EpKind::Msg => (Some(fd_eq(&fabric)?), format!("{host}:{}", address.a)),
+    let config = config(&info, opts.mode);
+    let mut link = match opts.ep {
+        EpKind::Msg => {
+            let pending = Connection::<Context>::prepare(&fabric, &info, &config)?;
+            pending_link("client", pending, format!("{host}:{}", address.a), log)
+        }
         EpKind::Rdm => {
             let addr = socket_addr(&address.bytes).map_or(host.to_string(), |a| a.to_string());
-            (None, addr)
+            rdm_link(
+                "client",
+                Rdm::open_on(&fabric, &info, 4, &config)?,
+                addr,
+                log,
+            )
         }
     };
-    let parts = Parts {
-        side: "client",
-        fabric: &fabric,
-        eq,
-        pep: None,
-        peer_name,
-        log,
-    };
-    let mut link = link(parts, Source::Info(&info), opts.mode)?;
     link.open_buffers(opts.max_size())?;
     if let Some(av) = &link.av {
         link.peer = av.insert(&address.bytes)?;
@@ -394,26 +380,8 @@ pub fn open(opts: &Options, host: &str, address: &Msg, log: &Arc<EventLog>) -> R
 
 /// MSG endpoints: `fi_connect` and the wait for `FI_CONNECTED`. RDM
 /// endpoints have nothing to do.
-pub fn connect(link: &Link) -> Res<()> {
-    let Some(eq) = &link.eq else {
-        return Ok(());
-    };
-    link.ep.connect(CONNECT_DATA)?;
-    match next_cm(eq, "client", &link.log, Some(CONNECT_TIMEOUT), &|| {})? {
-        Some(Cm::Connected) => Ok(()),
-        Some(Cm::Failed(Errno::CONNREFUSED, _)) => {
-            Err(format!("{} refused the connection", link.peer_name).into())
-        }
-        Some(Cm::Failed(err, text)) => {
-            Err(format!("connecting to {}: {err} ({text})", link.peer_name).into())
-        }
-        Some(_) => Err(format!("unexpected event while connecting to {}", link.peer_name).into()),
-        None => Err(format!(
-            "no answer from {} within {CONNECT_TIMEOUT:?}",
-            link.peer_name
-        )
-        .into()),
-    }
+pub fn connect(link: &mut Link) -> Res<()> {
+    establish(link, CONNECT_DATA)
 }
 
 /// MSG endpoints: `fi_shutdown` on the client; both sides wait for their

@@ -52,6 +52,87 @@ pub(crate) fn first_info(hints: &Hints, ty: EpType, source: bool) -> Result<crat
     first.to_owned_info()
 }
 
+/// How the connection layer opens an endpoint's completion queues, and how
+/// long it waits for a connection.
+///
+/// By default one completion queue of the format's entries, opened with
+/// [`CqAttr::new`] (the provider's default size and wait object), takes
+/// both transmit and receive completions, and waits have no time limit.
+#[derive(Debug, Clone, Default)]
+pub struct ConnConfig {
+    cq: CqAttr,
+    rx_cq: Option<CqAttr>,
+    timeout: Option<Duration>,
+}
+
+impl ConnConfig {
+    /// The defaults.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The attributes of the completion queue (of transmits only, once
+    /// [`rx_cq`](Self::rx_cq) is set).
+    #[must_use]
+    pub fn cq(mut self, attr: CqAttr) -> Self {
+        self.cq = attr;
+        self
+    }
+
+    /// A completion queue of its own for receives, opened with `attr`.
+    #[must_use]
+    pub fn rx_cq(mut self, attr: CqAttr) -> Self {
+        self.rx_cq = Some(attr);
+        self
+    }
+
+    /// How long a connect or accept waits for `FI_CONNECTED`, and a
+    /// [`Listener::incoming`] for a request (`None`: for ever).
+    #[must_use]
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// The completion queues of an endpoint, as a [`ConnConfig`] asks.
+struct Queues<F: Format> {
+    tx: CompletionQueue<F>,
+    rx: Option<CompletionQueue<F>>,
+}
+
+impl<F: Format> Queues<F> {
+    fn open(domain: &Domain, config: &ConnConfig) -> Result<Self> {
+        let tx = CompletionQueue::<F>::open(domain, &config.cq)?;
+        let rx = match &config.rx_cq {
+            Some(attr) => Some(CompletionQueue::<F>::open(domain, attr)?),
+            None => None,
+        };
+        Ok(Queues { tx, rx })
+    }
+
+    fn bind(&self, ep: &Endpoint) -> Result<()> {
+        match &self.rx {
+            None => ep.bind_cq(&self.tx, CqBind::TRANSMIT | CqBind::RECV),
+            Some(rx) => {
+                ep.bind_cq(&self.tx, CqBind::TRANSMIT)?;
+                ep.bind_cq(rx, CqBind::RECV)
+            }
+        }
+    }
+
+    fn rx(&self) -> &CompletionQueue<F> {
+        self.rx.as_ref().unwrap_or(&self.tx)
+    }
+}
+
+/// An error entry or event that ends a wait for a connection, as the error
+/// of `call`.
+fn not_connected(call: &'static str, errno: crate::Errno) -> Error {
+    Error::Call { call, errno }
+}
+
 /// A listening passive endpoint (`fi_passive_ep`, `fi_listen`) with its
 /// event queue, accepting connections as [`Connection`]s.
 pub struct Listener {
@@ -101,15 +182,26 @@ impl Listener {
     /// The next connection request, blocking until one arrives.
     ///
     /// # Errors
-    /// An error entry of the listener's queue, as [`Error::Fabric`]; the
+    /// An error entry of the listener's queue, as [`Error::Call`]; the
     /// errors of `fi_eq_sread`.
     pub fn incoming(&self) -> Result<Incoming> {
+        self.incoming_timeout(None)
+    }
+
+    /// The next connection request, waiting at most `timeout` (`None`: for
+    /// ever).
+    ///
+    /// # Errors
+    /// [`Error::TimedOut`]; as [`incoming`](Self::incoming).
+    pub fn incoming_timeout(&self, timeout: Option<Duration>) -> Result<Incoming> {
         let mut buf = EventBuf::new();
+        let deadline = Deadline::after(timeout);
         loop {
-            let read = self.eq.sread(&mut buf, None)?;
+            let read = self.eq.sread(&mut buf, deadline.left())?;
             if let Some(incoming) = self.request_of(read) {
                 return incoming;
             }
+            deadline.check("fi_eq_sread (FI_CONNREQ)")?;
         }
     }
 
@@ -122,10 +214,7 @@ impl Listener {
                 request: c.request,
                 fabric: self.fabric.clone(),
             })),
-            EqRead::Error(e) => Some(Err(Error::Call {
-                call: "fi_listen",
-                errno: e.err,
-            })),
+            EqRead::Error(e) => Some(Err(not_connected("fi_listen", e.err))),
             _ => None,
         }
     }
@@ -189,45 +278,29 @@ impl Incoming {
     }
 
     /// Accepts with `data` (at most the provider's `FI_OPT_CM_DATA_SIZE`)
-    /// and a `FI_CQ_FORMAT_MSG` completion queue; blocks until the
-    /// connection is established.
+    /// and the default [`ConnConfig`], with a `FI_CQ_FORMAT_MSG` completion
+    /// queue; blocks until the connection is established.
     ///
     /// # Errors
-    /// As [`accept_with`](Self::accept_with).
+    /// As [`prepare`](Self::prepare) and [`Pending::establish`].
     pub fn accept(self, data: &[u8]) -> Result<Connection> {
-        self.accept_with::<Msg>(data, &CqAttr::new())
+        self.prepare::<Msg>(&ConnConfig::new())?.establish(data)
     }
 
-    /// Accepts with `data` and a completion queue of format `F` opened with
-    /// `cq_attr`: opens a domain from the request, the queue, an event
-    /// queue and the endpoint, binds them, enables, `fi_accept`s, and
-    /// waits for `FI_CONNECTED`.
+    /// Opens a domain from the request, the completion queues `config`
+    /// asks for (of format `F`), an event queue and the endpoint; binds
+    /// them and enables the endpoint. Post receives on the
+    /// [`Pending`] connection, then [`establish`](Pending::establish) it,
+    /// which accepts.
     ///
     /// # Errors
-    /// The errors of those calls; an error entry instead of
-    /// `FI_CONNECTED` (the peer went away) as [`Error::Fabric`].
-    pub fn accept_with<F: Format>(self, data: &[u8], cq_attr: &CqAttr) -> Result<Connection<F>> {
-        self.start::<F>(data, cq_attr)?.wait()
-    }
-
-    /// Everything [`accept_with`](Self::accept_with) does but the wait.
-    pub(crate) fn start<F: Format>(self, data: &[u8], cq_attr: &CqAttr) -> Result<Pending<F>> {
+    /// The errors of those calls; the request is rejected when dropped.
+    pub fn prepare<F: Format>(self, config: &ConnConfig) -> Result<Pending<F>> {
         let domain = Domain::open(&self.fabric, self.request.info())?;
-        let cq = CompletionQueue::<F>::open(&domain, cq_attr)?;
+        let queues = Queues::<F>::open(&domain, config)?;
         let eq = EventQueue::open(&self.fabric, &EqAttr::new())?;
         let ep = Endpoint::from_request(&domain, self.request)?;
-        ep.bind_eq(&eq)?;
-        ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV)?;
-        ep.enable()?;
-        ep.accept(data)?;
-        Ok(Pending {
-            fabric: self.fabric,
-            domain,
-            eq,
-            cq,
-            ep,
-            call: "fi_accept",
-        })
+        Pending::enabled(self.fabric, domain, eq, queues, ep, Role::Accept, config)
     }
 
     /// Rejects the request with `data`.
@@ -245,7 +318,7 @@ impl Incoming {
 /// [`Listener::accept`].
 pub struct Connection<F: Format = Msg> {
     ep: Endpoint,
-    cq: CompletionQueue<F>,
+    queues: Queues<F>,
     eq: EventQueue,
     domain: Domain,
     fabric: Fabric,
@@ -258,8 +331,11 @@ pub struct Connection<F: Format = Msg> {
 pub struct ConnectionParts<F: Format> {
     /// The endpoint.
     pub endpoint: Endpoint,
-    /// Its completion queue (transmits and receives).
+    /// Its completion queue of transmits (and of receives, unless the
+    /// configuration gave them their own).
     pub cq: CompletionQueue<F>,
+    /// Its completion queue of receives, when it has one of its own.
+    pub rx_cq: Option<CompletionQueue<F>>,
     /// Its event queue.
     pub eq: EventQueue,
     /// Its domain.
@@ -270,42 +346,136 @@ pub struct ConnectionParts<F: Format> {
     pub peer_data: Vec<u8>,
 }
 
-/// A connection whose `fi_connect` or `fi_accept` was made, waiting for
-/// its `FI_CONNECTED`.
-pub(crate) struct Pending<F: Format> {
+/// Which side of a connection an endpoint is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Connect,
+    Accept,
+}
+
+/// A connection about to be made: its endpoint is enabled with its queues
+/// bound, and `fi_connect` or `fi_accept` is not yet called. Receives
+/// posted now are in place before the peer can send;
+/// [`establish`](Self::establish) connects (or accepts) and waits for
+/// `FI_CONNECTED`. Dropped, it closes its endpoint (a request it was
+/// opened from is rejected).
+pub struct Pending<F: Format = Msg> {
     pub(crate) fabric: Fabric,
     pub(crate) domain: Domain,
     pub(crate) eq: EventQueue,
-    pub(crate) cq: CompletionQueue<F>,
+    queues: Queues<F>,
     pub(crate) ep: Endpoint,
-    pub(crate) call: &'static str,
+    role: Role,
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl<F: Format> Pending<F> {
+    /// Binds `eq` and `queues` to `ep` and enables it.
+    fn enabled(
+        fabric: Fabric,
+        domain: Domain,
+        eq: EventQueue,
+        queues: Queues<F>,
+        ep: Endpoint,
+        role: Role,
+        config: &ConnConfig,
+    ) -> Result<Self> {
+        ep.bind_eq(&eq)?;
+        queues.bind(&ep)?;
+        ep.enable()?;
+        Ok(Pending {
+            fabric,
+            domain,
+            eq,
+            queues,
+            ep,
+            role,
+            timeout: config.timeout,
+        })
+    }
+
+    /// The endpoint, enabled and not yet connected.
+    #[must_use]
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.ep
+    }
+
+    /// The completion queue of transmits (and of receives, unless the
+    /// configuration gave them their own).
+    #[must_use]
+    pub fn cq(&self) -> &CompletionQueue<F> {
+        &self.queues.tx
+    }
+
+    /// The completion queue of receives.
+    #[must_use]
+    pub fn rx_cq(&self) -> &CompletionQueue<F> {
+        self.queues.rx()
+    }
+
+    /// The domain, to register buffers with.
+    #[must_use]
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    /// The event queue of the endpoint's connection events.
+    #[must_use]
+    pub fn eq(&self) -> &EventQueue {
+        &self.eq
+    }
+
+    /// The fabric.
+    #[must_use]
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// `fi_connect` or `fi_accept` with `data`, then waits (up to the
+    /// configured timeout) for `FI_CONNECTED`.
+    ///
+    /// # Errors
+    /// The errors of the call; an error entry instead of `FI_CONNECTED` as
+    /// [`Error::Call`] (a refused connection is
+    /// [`Errno::CONNREFUSED`](crate::Errno::CONNREFUSED)); an
+    /// `FI_SHUTDOWN` as [`Errno::NOTCONN`](crate::Errno::NOTCONN);
+    /// [`Error::TimedOut`].
+    pub fn establish(self, data: &[u8]) -> Result<Connection<F>> {
+        self.start(data)?;
+        let mut buf = EventBuf::new();
+        let deadline = Deadline::after(self.timeout);
+        loop {
+            let read = self.eq.sread(&mut buf, deadline.left())?;
+            if let Some(outcome) = self.outcome(read) {
+                return outcome.map(|data| self.finish(data));
+            }
+            deadline.check("fi_eq_sread (FI_CONNECTED)")?;
+        }
+    }
+
+    /// The `fi_connect` or `fi_accept` of this side.
+    pub(crate) fn start(&self, data: &[u8]) -> Result<()> {
+        match self.role {
+            Role::Connect => self.ep.connect(data),
+            Role::Accept => self.ep.accept(data),
+        }
+    }
+
     /// What a read of the connection's event queue means for it: its
     /// connection data once connected, an error if it cannot be, `None`
     /// for nothing yet.
     pub(crate) fn outcome(&self, read: EqRead<'_>) -> Option<Result<Vec<u8>>> {
-        let call = self.call;
+        let call = match self.role {
+            Role::Connect => "fi_connect",
+            Role::Accept => "fi_accept",
+        };
         match read {
             EqRead::Event(Event::Connected(c)) => Some(Ok(c.data.to_vec())),
-            EqRead::Event(Event::Shutdown(_)) => Some(Err(Error::Call {
-                call,
-                errno: crate::Errno::NOTCONN,
-            })),
-            EqRead::Error(e) => Some(Err(Error::Call { call, errno: e.err })),
-            _ => None,
-        }
-    }
-
-    /// Blocks until connected.
-    fn wait(self) -> Result<Connection<F>> {
-        let mut buf = EventBuf::new();
-        loop {
-            let read = self.eq.sread(&mut buf, None)?;
-            if let Some(outcome) = self.outcome(read) {
-                return outcome.map(|data| self.finish(data));
+            EqRead::Event(Event::Shutdown(_)) => {
+                Some(Err(not_connected(call, crate::Errno::NOTCONN)))
             }
+            EqRead::Error(e) => Some(Err(not_connected(call, e.err))),
+            _ => None,
         }
     }
 
@@ -313,7 +483,7 @@ impl<F: Format> Pending<F> {
     pub(crate) fn finish(self, peer_data: Vec<u8>) -> Connection<F> {
         Connection {
             ep: self.ep,
-            cq: self.cq,
+            queues: self.queues,
             eq: self.eq,
             domain: self.domain,
             fabric: self.fabric,
@@ -322,60 +492,77 @@ impl<F: Format> Pending<F> {
     }
 }
 
+impl<F: Format> fmt::Debug for Pending<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pending")
+            .field("endpoint", &self.ep)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A deadline for a wait in slices.
+struct Deadline(Option<std::time::Instant>);
+
+impl Deadline {
+    fn after(timeout: Option<Duration>) -> Self {
+        Deadline(timeout.and_then(|t| std::time::Instant::now().checked_add(t)))
+    }
+
+    /// The time left, for the next blocking read (`None`: for ever).
+    fn left(&self) -> Option<Duration> {
+        self.0
+            .map(|d| d.saturating_duration_since(std::time::Instant::now()))
+    }
+
+    /// [`Error::TimedOut`] once passed.
+    fn check(&self, call: &'static str) -> Result<()> {
+        match self.0 {
+            Some(d) if std::time::Instant::now() >= d => Err(Error::TimedOut { call }),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Connection {
     /// Connects to the peer `hints` names (its `node` and `service`, for
     /// example with [`Hints::addr`]) with connection data `data`, over the
-    /// first provider matching as a `FI_EP_MSG` endpoint, with a
-    /// `FI_CQ_FORMAT_MSG` completion queue; blocks until connected.
+    /// first provider matching as a `FI_EP_MSG` endpoint, with the default
+    /// [`ConnConfig`] (a `FI_CQ_FORMAT_MSG` completion queue); blocks until
+    /// connected.
     ///
     /// # Errors
-    /// [`Error::NoProvider`]; a refused connection as [`Error::Fabric`]
-    /// with [`Errno::CONNREFUSED`](crate::Errno); the errors of the calls.
+    /// [`Error::NoProvider`]; as [`Pending::establish`].
     pub fn connect(hints: &Hints, data: &[u8]) -> Result<Self> {
         let info = first_info(hints, EpType::Msg, false)?;
         let fabric = Fabric::open(&info)?;
-        Self::connect_on(&fabric, &info, data, &CqAttr::new())
+        Self::prepare(&fabric, &info, &ConnConfig::new())?.establish(data)
     }
 }
 
 impl<F: Format> Connection<F> {
-    /// Connects on `fabric` with `info` (a `FI_EP_MSG` entry naming the
-    /// peer) and a completion queue of format `F` opened with `cq_attr`.
+    /// Opens a domain on `fabric` for `info` (a `FI_EP_MSG` entry naming
+    /// the peer), the completion queues `config` asks for, an event queue
+    /// and the endpoint; binds them and enables it. Post receives on the
+    /// [`Pending`] connection, then [`establish`](Pending::establish) it,
+    /// which connects.
     ///
     /// # Errors
-    /// As [`Connection::connect`].
-    pub fn connect_on(
-        fabric: &Fabric,
-        info: &InfoEntry,
-        data: &[u8],
-        cq_attr: &CqAttr,
-    ) -> Result<Self> {
-        Self::start(fabric, info, data, cq_attr)?.wait()
-    }
-
-    /// Everything [`connect_on`](Self::connect_on) does but the wait.
-    pub(crate) fn start(
-        fabric: &Fabric,
-        info: &InfoEntry,
-        data: &[u8],
-        cq_attr: &CqAttr,
-    ) -> Result<Pending<F>> {
+    /// The errors of those calls.
+    pub fn prepare(fabric: &Fabric, info: &InfoEntry, config: &ConnConfig) -> Result<Pending<F>> {
         let domain = Domain::open(fabric, info)?;
-        let cq = CompletionQueue::<F>::open(&domain, cq_attr)?;
+        let queues = Queues::<F>::open(&domain, config)?;
         let eq = EventQueue::open(fabric, &EqAttr::new())?;
         let ep = Endpoint::open(&domain, info)?;
-        ep.bind_eq(&eq)?;
-        ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV)?;
-        ep.enable()?;
-        ep.connect(data)?;
-        Ok(Pending {
-            fabric: fabric.clone(),
+        Pending::enabled(
+            fabric.clone(),
             domain,
             eq,
-            cq,
+            queues,
             ep,
-            call: "fi_connect",
-        })
+            Role::Connect,
+            config,
+        )
     }
 
     /// A pool of `count` buffers of `slot_size` bytes registered with the
@@ -403,13 +590,13 @@ impl<F: Format> Connection<F> {
         self.ep.send(buffer, len)
     }
 
-    /// The next completion, its buffer back from `pool`
-    /// ([`CompletionQueue::wait_one`]).
+    /// The next completion of [`cq`](Self::cq), its buffer back from
+    /// `pool` ([`CompletionQueue::wait_one`]).
     ///
     /// # Errors
     /// As [`CompletionQueue::wait_one`].
     pub fn wait_one(&self, pool: &BufferPool, timeout: Option<Duration>) -> Result<Completion> {
-        self.cq.wait_one(pool, timeout)
+        self.queues.tx.wait_one(pool, timeout)
     }
 
     /// The connection data the peer sent with its `FI_CONNECTED` (the
@@ -425,10 +612,17 @@ impl<F: Format> Connection<F> {
         &self.ep
     }
 
-    /// The completion queue of its transmits and receives.
+    /// The completion queue of transmits (and of receives, unless the
+    /// configuration gave them their own).
     #[must_use]
     pub fn cq(&self) -> &CompletionQueue<F> {
-        &self.cq
+        &self.queues.tx
+    }
+
+    /// The completion queue of receives.
+    #[must_use]
+    pub fn rx_cq(&self) -> &CompletionQueue<F> {
+        self.queues.rx()
     }
 
     /// The event queue of its connection events (`FI_SHUTDOWN`).
@@ -454,7 +648,8 @@ impl<F: Format> Connection<F> {
     pub fn into_parts(self) -> ConnectionParts<F> {
         ConnectionParts {
             endpoint: self.ep,
-            cq: self.cq,
+            cq: self.queues.tx,
+            rx_cq: self.queues.rx,
             eq: self.eq,
             domain: self.domain,
             fabric: self.fabric,
@@ -472,8 +667,13 @@ impl<F: Format> fmt::Debug for Connection<F> {
     }
 }
 
-/// A reliable unconnected endpoint (`FI_EP_RDM`) with its completion queue
-/// (format `F`) and an address vector of its peers, bound and enabled.
+/// A reliable unconnected endpoint (`FI_EP_RDM`) with its completion
+/// queues (format `F`) and an address vector of its peers, bound and
+/// enabled.
+///
+/// A send to a peer the provider is still connecting to (rxm sets up a
+/// connection per peer underneath) is refused with `-FI_EAGAIN` until the
+/// sender's completion queue is read: retry after reading it.
 ///
 /// ```
 /// use libfabric::prelude::*;
@@ -482,16 +682,22 @@ impl<F: Format> fmt::Debug for Connection<F> {
 /// let to_b = a.insert(&b.name()?)?;
 /// let (pa, pb) = (a.buffer_pool(1, 64)?, b.buffer_pool(1, 64)?);
 /// b.endpoint().recv(pb.take().unwrap())?;
+/// let receiver = std::thread::spawn(move || b.wait_one(&pb, None).map(|c| c.bytes().to_vec()));
 /// let mut buf = pa.take().unwrap();
 /// buf[..2].copy_from_slice(b"hi");
-/// a.endpoint().send_to(buf, 2, to_b)?;
+/// while let Err((back, e)) = a.endpoint().send_to(buf, 2, to_b) {
+///     assert!(e.is_again(), "{e}");
+///     buf = back;
+///     // Nothing of `a` is in flight: this read only runs its progress.
+///     let _ = a.cq().read(&mut [Default::default()])?;
+/// }
 /// a.wait_one(&pa, None)?;
-/// assert_eq!(b.wait_one(&pb, None)?.bytes(), b"hi");
+/// assert_eq!(receiver.join().unwrap()?, b"hi");
 /// # Ok::<(), libfabric::Error>(())
 /// ```
 pub struct Rdm<F: Format = Msg> {
     ep: Endpoint,
-    cq: CompletionQueue<F>,
+    queues: Queues<F>,
     av: AddressVector,
     domain: Domain,
     fabric: Fabric,
@@ -507,13 +713,13 @@ impl Rdm {
     pub fn open(hints: &Hints, peers: usize) -> Result<Self> {
         let info = first_info(hints, EpType::Rdm, false)?;
         let fabric = Fabric::open(&info)?;
-        Self::open_on(&fabric, &info, peers, &CqAttr::new())
+        Self::open_on(&fabric, &info, peers, &ConnConfig::new())
     }
 }
 
 impl<F: Format> Rdm<F> {
-    /// [`Rdm::open`] on `fabric` with `info` (a `FI_EP_RDM` entry) and a
-    /// completion queue of format `F` opened with `cq_attr`.
+    /// [`Rdm::open`] on `fabric` with `info` (a `FI_EP_RDM` entry) and the
+    /// completion queues (of format `F`) `config` asks for.
     ///
     /// # Errors
     /// The errors of the calls.
@@ -521,18 +727,18 @@ impl<F: Format> Rdm<F> {
         fabric: &Fabric,
         info: &InfoEntry,
         peers: usize,
-        cq_attr: &CqAttr,
+        config: &ConnConfig,
     ) -> Result<Self> {
         let domain = Domain::open(fabric, info)?;
-        let cq = CompletionQueue::<F>::open(&domain, cq_attr)?;
+        let queues = Queues::<F>::open(&domain, config)?;
         let av = AddressVector::open(&domain, AvType::Table, peers)?;
         let ep = Endpoint::open(&domain, info)?;
-        ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV)?;
+        queues.bind(&ep)?;
         ep.bind_av(&av)?;
         ep.enable()?;
         Ok(Rdm {
             ep,
-            cq,
+            queues,
             av,
             domain,
             fabric: fabric.clone(),
@@ -570,7 +776,7 @@ impl<F: Format> Rdm<F> {
     /// # Errors
     /// As [`CompletionQueue::wait_one`].
     pub fn wait_one(&self, pool: &BufferPool, timeout: Option<Duration>) -> Result<Completion> {
-        self.cq.wait_one(pool, timeout)
+        self.queues.tx.wait_one(pool, timeout)
     }
 
     /// The endpoint.
@@ -579,10 +785,17 @@ impl<F: Format> Rdm<F> {
         &self.ep
     }
 
-    /// The completion queue.
+    /// The completion queue of transmits (and of receives, unless the
+    /// configuration gave them their own).
     #[must_use]
     pub fn cq(&self) -> &CompletionQueue<F> {
-        &self.cq
+        &self.queues.tx
+    }
+
+    /// The completion queue of receives.
+    #[must_use]
+    pub fn rx_cq(&self) -> &CompletionQueue<F> {
+        self.queues.rx()
     }
 
     /// The address vector.

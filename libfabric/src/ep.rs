@@ -5,12 +5,9 @@
 //! (the tcp provider progresses connections while their queues are read):
 //!
 //! ```
-//! use libfabric::cq::{CqAttr, Msg, MsgEntry, CqRead};
-//! use libfabric::ep::CqBind;
-//! use libfabric::eq::{EqAttr, Event, EventBuf, EqRead};
-//! use libfabric::info::{Caps, EpType};
-//! use libfabric::wait::WaitObj;
-//! use libfabric::*;
+//! use libfabric::cq::{Msg, MsgEntry};
+//! use libfabric::prelude::*;
+//! use libfabric::{Info, PassiveEndpoint, Result};
 //!
 //! fn hints() -> Result<Hints> {
 //!     Ok(Hints::new().provider("tcp").ep_type(EpType::Msg).caps(Caps::MSG))
@@ -28,7 +25,7 @@
 //! let port = pep.local_addr()?.port();
 //!
 //! // Active side: connect with 5 bytes of connection data.
-//! let cinfo = first(hints()?.node("127.0.0.1").service(&port.to_string()))?;
+//! let cinfo = first(hints()?.node("127.0.0.1").service(port))?;
 //! let domain = Domain::open(&fabric, &cinfo)?;
 //! let client_eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd))?;
 //! let client_cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new())?;
@@ -44,7 +41,7 @@
 //!     let _ = client_eq.peek(&mut EventBuf::new()); // progress the client
 //!     if let EqRead::Event(Event::ConnReq(req)) = eq.sread(&mut buf, Some(std::time::Duration::from_millis(10)))? {
 //!         assert_eq!(req.data, b"hello");
-//!         break req.request.expect("a read request is owned");
+//!         break req.request;
 //!     }
 //! };
 //! let server_domain = Domain::open(&fabric, request.info())?;

@@ -2,6 +2,62 @@
 //! `fi_trywait`, with the fabric, domain, endpoint and memory pieces that
 //! produce real events.
 //!
+//! # A client and a server
+//!
+//! The connection layer ([`conn`]) puts the pieces together: a
+//! [`Listener`] accepts and [`Connection::connect`] connects, each handing
+//! back an endpoint with its event queue and completion queue bound and
+//! enabled. A server and a client that exchange a message over the tcp
+//! provider:
+//!
+//! ```
+//! use libfabric::prelude::*;
+//!
+//! fn server(listener: Listener) -> libfabric::Result<()> {
+//!     let conn = listener.accept()?; // FI_CONNREQ, fi_accept, FI_CONNECTED
+//!     let pool = conn.buffer_pool(4, 4096)?; // registered buffers
+//!     conn.recv(pool.take().expect("a free buffer"))?;
+//!     let ping = conn.wait_one(&pool, None)?; // the receive's completion
+//!     assert_eq!(ping.bytes(), b"ping");
+//!     let mut pong = pool.take().expect("a free buffer");
+//!     pong[..4].copy_from_slice(b"pong");
+//!     conn.send(pong, 4)?; // the buffer moves into the provider...
+//!     conn.wait_one(&pool, None)?; // ...and comes back with its completion
+//!     Ok(())
+//! }
+//!
+//! fn client(addr: std::net::SocketAddr) -> libfabric::Result<Vec<u8>> {
+//!     let conn = Connection::connect(&Hints::new().provider("tcp").addr(addr), b"hi")?;
+//!     let pool = conn.buffer_pool(4, 4096)?;
+//!     conn.recv(pool.take().expect("a free buffer"))?; // posted before the ping
+//!     let mut ping = pool.take().expect("a free buffer");
+//!     ping[..4].copy_from_slice(b"ping");
+//!     conn.send(ping, 4)?;
+//!     loop {
+//!         let done = conn.wait_one(&pool, None)?; // the send's, then the reply's
+//!         if done.flags.contains(CompletionFlags::RECV) {
+//!             return Ok(done.bytes().to_vec());
+//!         }
+//!     }
+//! }
+//!
+//! let listener = Listener::bind(&Hints::new().provider("tcp").node("127.0.0.1").service(0))?;
+//! let addr = listener.local_addr()?;
+//! let server = std::thread::spawn(move || server(listener));
+//! assert_eq!(client(addr)?, b"pong");
+//! server.join().expect("the server thread")?;
+//! # Ok::<(), libfabric::Error>(())
+//! ```
+//!
+//! With tokio (feature `tokio`), the same with
+//! [`AsyncListener`](crate::tokio::AsyncListener) and
+//! [`AsyncConnection`](crate::tokio::AsyncConnection), awaiting each
+//! completion. [`Rdm`] is the reliable unconnected endpoint with its
+//! address vector. `use libfabric::prelude::*` imports the names most
+//! programs need.
+//!
+//! # The C rules
+//!
 //! The reference semantics are the man pages fi_eq(3), fi_cq(3) and
 //! fi_poll(3). The C rules they state are encoded in the types:
 //!
@@ -139,15 +195,15 @@
 //! }
 //! ```
 //!
-//! # Example
+//! # An event queue on its own
 //! ```
-//! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, EqRead}, wait::WaitObj, EventQueue, Fabric};
+//! use libfabric::prelude::*;
 //! let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
 //! for info in &list {
 //!     println!("{} {} {:?}", info.provider(), info.domain_name(), info.ep_type());
 //! }
 //! let fabric = Fabric::open(list.first().expect("tcp provider"))?;
-//! let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd).write(true))?;
+//! let eq = EventQueue::open(&fabric, &EqAttr::new().write(true))?;
 //! eq.write_notify(eq.fid(), 1, 2)?;
 //! let mut buf = EventBuf::new();
 //! assert!(matches!(eq.read(&mut buf)?, EqRead::Event(Event::Notify(_))));
@@ -205,8 +261,9 @@ pub use libfabric_sys::fabric as sys;
 /// named `tokio` and no type named like a std trait).
 pub mod prelude {
     pub use crate::buffer::{Buffer, BufferPool};
+    pub use crate::conn::ConnConfig;
     pub use crate::conn::{Connection, Incoming, Listener, Rdm};
-    pub use crate::cq::{Completion, CompletionQueue, CqAttr, CqRead};
+    pub use crate::cq::{Completion, CompletionFlags, CompletionQueue, CqAttr, CqRead};
     pub use crate::domain::Domain;
     pub use crate::ep::{CqBind, Endpoint};
     pub use crate::eq::{EqAttr, EqRead, Event, EventBuf, EventQueue};

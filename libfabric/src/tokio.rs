@@ -23,7 +23,7 @@
 //! ```
 
 use crate::buffer::BufferPool;
-use crate::conn::{Connection, Incoming, Listener, Pending};
+use crate::conn::{ConnConfig, Connection, Incoming, Listener, Pending};
 use crate::cq::{self, Completion, CompletionQueue, CqRead, Format};
 use crate::eq::{self, EqRead, EventBuf, EventQueue};
 use crate::error::{classify, Errno, Error, Result};
@@ -287,10 +287,10 @@ impl<F: Format> AsyncCompletionQueue<F> {
 /// let (server, client) = tokio::join!(listener.accept(), AsyncConnection::connect(&hints, b""));
 /// let (server, client) = (server?, client?);
 /// let (sp, cp) = (server.buffer_pool(1, 64)?, client.buffer_pool(1, 64)?);
-/// server.get_ref().recv(sp.take().unwrap())?;
+/// server.recv(sp.take().unwrap())?;
 /// let mut buf = cp.take().unwrap();
 /// buf[..4].copy_from_slice(b"ping");
-/// client.get_ref().send(buf, 4)?;
+/// client.send(buf, 4)?;
 /// client.next(&cp).await?;
 /// assert_eq!(server.next(&sp).await?.bytes(), b"ping");
 /// # Ok::<(), libfabric::Error>(())
@@ -348,8 +348,11 @@ impl AsyncListener {
     /// # Errors
     /// As [`Listener::accept`].
     pub async fn accept(&self) -> Result<AsyncConnection> {
-        let incoming = self.incoming().await?;
-        AsyncConnection::established(incoming.start::<cq::Msg>(&[], &cq::CqAttr::new())?).await
+        let pending = self
+            .incoming()
+            .await?
+            .prepare::<cq::Msg>(&ConnConfig::new())?;
+        AsyncConnection::establish(pending, &[]).await
     }
 
     /// The listener.
@@ -363,6 +366,7 @@ impl AsyncListener {
 pub struct AsyncConnection<F: Format = cq::Msg> {
     conn: Connection<F>,
     cq: AsyncCompletionQueue<F>,
+    rx_cq: AsyncCompletionQueue<F>,
     eq: AsyncEventQueue,
 }
 
@@ -374,23 +378,46 @@ impl AsyncConnection {
     pub async fn connect(hints: &Hints, data: &[u8]) -> Result<Self> {
         let info = crate::conn::first_info(hints, crate::info::EpType::Msg, false)?;
         let fabric = crate::Fabric::open(&info)?;
-        Self::established(Connection::start(&fabric, &info, data, &cq::CqAttr::new())?).await
+        let pending = Connection::prepare(&fabric, &info, &ConnConfig::new())?;
+        Self::establish(pending, data).await
     }
 }
 
 impl<F: Format> AsyncConnection<F> {
-    /// Awaits the `FI_CONNECTED` of `pending`.
-    async fn established(pending: Pending<F>) -> Result<Self> {
+    /// [`Pending::establish`], awaited: connects or accepts with `data`
+    /// and awaits `FI_CONNECTED` (up to the configured timeout).
+    ///
+    /// # Errors
+    /// As [`Pending::establish`].
+    pub async fn establish(pending: Pending<F>, data: &[u8]) -> Result<Self> {
         let eq = AsyncEventQueue::new(pending.eq.clone())?;
-        let cq = AsyncCompletionQueue::new(pending.cq.clone())?;
-        let mut buf = EventBuf::new();
-        loop {
-            let read = eq.read(&mut buf).await?;
-            if let Some(outcome) = pending.outcome(read) {
-                let conn = pending.finish(outcome?);
-                return Ok(AsyncConnection { conn, cq, eq });
+        let cq = AsyncCompletionQueue::new(pending.cq().clone())?;
+        let rx_cq = AsyncCompletionQueue::new(pending.rx_cq().clone())?;
+        pending.start(data)?;
+        let wait = async {
+            let mut buf = EventBuf::new();
+            loop {
+                let read = eq.read(&mut buf).await?;
+                if let Some(outcome) = pending.outcome(read) {
+                    return outcome;
+                }
             }
-        }
+        };
+        let peer_data = match pending.timeout {
+            None => wait.await?,
+            Some(t) => ::tokio::time::timeout(t, wait)
+                .await
+                .map_err(|_| Error::TimedOut {
+                    call: "FI_CONNECTED",
+                })??,
+        };
+        let conn = pending.finish(peer_data);
+        Ok(AsyncConnection {
+            conn,
+            cq,
+            rx_cq,
+            eq,
+        })
     }
 
     /// A pool of buffers registered with the connection's domain
@@ -402,8 +429,8 @@ impl<F: Format> AsyncConnection<F> {
         self.conn.buffer_pool(count, slot_size)
     }
 
-    /// The next completion, its buffer back from `pool`
-    /// ([`AsyncCompletionQueue::next`]).
+    /// The next completion of [`cq`](Self::cq), its buffer back from
+    /// `pool` ([`AsyncCompletionQueue::next`]).
     ///
     /// # Errors
     /// As [`AsyncCompletionQueue::next`].
@@ -411,10 +438,33 @@ impl<F: Format> AsyncConnection<F> {
         self.cq.next(pool).await
     }
 
-    /// The completion queue, awaited.
+    /// Posts a receive into `buffer` ([`Connection::recv`]).
+    ///
+    /// # Errors
+    /// As [`Connection::recv`]: the buffer comes back with the error.
+    pub fn recv(&self, buffer: crate::Buffer) -> crate::error::Handback<crate::Buffer> {
+        self.conn.recv(buffer)
+    }
+
+    /// Sends the first `len` bytes of `buffer` ([`Connection::send`]).
+    ///
+    /// # Errors
+    /// As [`Connection::send`]: the buffer comes back with the error.
+    pub fn send(&self, buffer: crate::Buffer, len: usize) -> crate::error::Handback<crate::Buffer> {
+        self.conn.send(buffer, len)
+    }
+
+    /// The completion queue of transmits (and of receives, unless the
+    /// configuration gave them their own), awaited.
     #[must_use]
     pub fn cq(&self) -> &AsyncCompletionQueue<F> {
         &self.cq
+    }
+
+    /// The completion queue of receives, awaited.
+    #[must_use]
+    pub fn rx_cq(&self) -> &AsyncCompletionQueue<F> {
+        &self.rx_cq
     }
 
     /// The event queue, awaited (for `FI_SHUTDOWN`).

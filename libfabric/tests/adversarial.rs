@@ -567,7 +567,7 @@ fn queues_closed_with_connection_requests_queued_free_them() {
     loop {
         assert!(Instant::now() < deadline, "no CONNREQ");
         let _ = client_eq.peek(&mut buf);
-        if let EqRead::Event(Event::ConnReq(_)) = server_eq.peek(&mut buf).unwrap() {
+        if let EqRead::Event(Event::UnownedConnReq(_)) = server_eq.peek(&mut buf).unwrap() {
             break;
         }
     }
@@ -1176,7 +1176,6 @@ struct Drained {
 /// its entries name.
 fn drain(cq: &CompletionQueue<Tagged>, pool: &BufferPool) -> Drained {
     let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
-    let _errbuf = ErrDataBuf::new();
     let mut d = Drained {
         completions: 0,
         errors: 0,
@@ -1582,7 +1581,6 @@ fn a_slot_comes_back_while_two_threads_block_in_sread_on_its_queue() {
         for _ in 0..2 {
             s.spawn(|| {
                 let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
-                let _errbuf = ErrDataBuf::new();
                 while !stop.load(Ordering::Relaxed) {
                     match cq
                         .sread(&mut entries, Some(Duration::from_millis(300)))
@@ -1648,7 +1646,6 @@ fn endpoints_enabled_and_closed_while_their_queue_is_read_on_another_thread() {
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
-            let _errbuf = ErrDataBuf::new();
             while !stop.load(Ordering::Relaxed) {
                 match cq.read(&mut entries).unwrap() {
                     CqRead::Error(mut err) => {

@@ -144,7 +144,11 @@ fn async_queues_need_a_runtime_and_a_wait_fd() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let none = libfabric::EventQueue::open(&fabric, &libfabric::eq::EqAttr::new()).unwrap();
+        let none = libfabric::EventQueue::open(
+            &fabric,
+            &libfabric::eq::EqAttr::new().wait(libfabric::wait::WaitObj::None),
+        )
+        .unwrap();
         assert!(matches!(
             AsyncEventQueue::new(none),
             Err(libfabric::Error::WrongWaitMode { .. })

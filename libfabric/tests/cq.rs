@@ -100,7 +100,7 @@ fn every_format_reads_empty_and_readerr_is_none() {
 #[test]
 fn sread_needs_a_wait_object_and_threshold_needs_the_condition() {
     let (_f, domain, _) = fabric_domain();
-    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::None)).unwrap();
     let mut buf: [MsgEntry; 1] = Default::default();
     assert!(matches!(
         cq.sread(&mut buf, Some(Duration::from_millis(1))),

@@ -11,7 +11,6 @@ use libfabric::cq::{
     Unspec,
 };
 use libfabric::ep::CqBind;
-use libfabric::eq::ErrDataBuf;
 use libfabric::info::{Caps, EpType};
 use libfabric::{
     AddressVector, BufferPool, CompletionQueue, Domain, Endpoint, Errno, Error, Fabric,
@@ -305,7 +304,6 @@ fn receive_cancelled_by_shutdown_completes_in_error() {
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut entries: [libfabric::cq::MsgEntry; 1] = Default::default();
-    let _errbuf = ErrDataBuf::new();
     loop {
         let _ = pair.client_eq.peek(&mut libfabric::eq::EventBuf::new());
         let _ = pair.server_eq.peek(&mut libfabric::eq::EventBuf::new());

@@ -207,7 +207,7 @@ fn unsupported_wait_objects_are_typed_errors() {
 #[test]
 fn wait_none_refuses_sread_and_wait_fd() {
     let (fabric, _) = fabric();
-    let eq = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
+    let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::None)).unwrap();
     let mut buf = EventBuf::new();
     match eq.sread(&mut buf, Some(Duration::from_millis(1))) {
         Err(Error::WrongWaitMode { call, actual, .. }) => {

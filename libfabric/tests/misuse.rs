@@ -131,7 +131,7 @@ fn wait_fd_and_sread_need_a_wait_object_on_completion_queues() {
     // fi_cq(3)/fi_control(3): FI_GETWAIT on a FI_WAIT_NONE queue, and sread
     // on a FI_WAIT_NONE or FI_WAIT_SET queue, are refused.
     let (fabric, domain, _) = fabric_domain();
-    let none = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    let none = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::None)).unwrap();
     assert!(matches!(
         none.wait_fd(),
         Err(Error::WrongWaitMode {
@@ -178,8 +178,8 @@ fn wait_fd_and_sread_need_a_wait_object_on_completion_queues() {
 fn trywait_on_a_queue_without_a_wait_object_is_refused() {
     // fi_poll(3): fi_trywait is for queues with a wait object.
     let (fabric, domain, _) = fabric_domain();
-    let eq = EventQueue::open(&fabric, &libfabric::eq::EqAttr::new()).unwrap();
-    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    let eq = EventQueue::open(&fabric, &libfabric::eq::EqAttr::new().wait(WaitObj::None)).unwrap();
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::None)).unwrap();
     let fd = fd_eq(&fabric);
     for q in [&eq as &dyn Waitable, &cq] {
         // libfabric answers "may block" for such a queue, although there is

@@ -171,7 +171,7 @@ fn waiter_times_out_when_idle() {
         Wake::TimedOut
     );
     assert!(start.elapsed() >= Duration::from_millis(90));
-    let none = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
+    let none = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::None)).unwrap();
     assert!(matches!(
         Waiter::new(&[&none]),
         Err(Error::WrongWaitMode { .. })

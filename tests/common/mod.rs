@@ -4,14 +4,14 @@
 //! each numbered item arrived exactly once.
 #![allow(dead_code)]
 
+use libfabric::conn::ConnConfig;
 use libfabric::cq::{CqAttr, CqRead, Format};
-use libfabric::ep::CqBind;
-use libfabric::eq::{EqAttr, EqRead, ErrDataBuf, Event, EventBuf};
+use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType};
 use libfabric::wait::WaitObj;
 use libfabric::{
-    getinfo, BufferPool, CompletionQueue, Domain, Endpoint, Errno, EventQueue, Fabric, Hints, Info,
-    PassiveEndpoint,
+    getinfo, BufferPool, CompletionQueue, Connection, Domain, Endpoint, Errno, EventQueue, Fabric,
+    Hints, Info, Listener, PassiveEndpoint,
 };
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -160,6 +160,9 @@ pub fn next_event(eq: &EventQueue, others: &[&EventQueue], timeout: Duration) ->
 pub struct Pair<F: Format> {
     pub fabric: Fabric,
     pub pep: PassiveEndpoint,
+    /// The listener's queue, where connection requests arrive.
+    pub listener_eq: EventQueue,
+    /// The server endpoint's queue.
     pub server_eq: EventQueue,
     pub client_eq: EventQueue,
     pub server_domain: Domain,
@@ -181,6 +184,7 @@ impl<F: Format> Pair<F> {
         let Pair {
             fabric,
             pep,
+            listener_eq,
             server_eq,
             client_eq,
             server_domain,
@@ -201,65 +205,51 @@ impl<F: Format> Pair<F> {
         server_domain.close().expect("close the server domain");
         client_domain.close().expect("close the client domain");
         pep.close().expect("close the passive endpoint");
+        listener_eq.close().expect("close the listener's EQ");
         server_eq.close().expect("close the server EQ");
         client_eq.close().expect("close the client EQ");
         fabric.close().expect("close the fabric");
     }
 }
 
-/// Connects a pair; each pool has `slots` buffers of `slot_size` bytes.
+/// Connects a pair through the connection layer (the server accepts on
+/// another thread); each pool has `slots` buffers of `slot_size` bytes.
 pub fn connect_pair<F: Format>(cq_attr: CqAttr, slots: usize, slot_size: usize) -> Pair<F> {
     let (fabric, _) = fabric();
-    let (pep, server_eq) = listener(&fabric);
-    let addr = pep.local_addr().expect("listener address");
-    let cinfo = client_info(addr);
-    let client_domain = Domain::open(&fabric, &cinfo).expect("fi_domain (client)");
-    let client_eq = fd_eq(&fabric);
-    let client_cq = CompletionQueue::<F>::open(&client_domain, &cq_attr).expect("fi_cq_open");
-    let client = Endpoint::open(&client_domain, &cinfo).expect("fi_endpoint (client)");
-    client.bind_eq(&client_eq).expect("bind eq");
-    client
-        .bind_cq(&client_cq, CqBind::TRANSMIT | CqBind::RECV)
-        .expect("bind cq");
-    client.enable().expect("fi_enable");
-    client.connect(b"hello").expect("fi_connect");
-
-    let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
-    let Ev::ConnReq { request, .. } = ev else {
-        panic!("expected FI_CONNREQ on the server, got {ev:?}")
-    };
-    let server_domain = Domain::open(&fabric, request.info()).expect("fi_domain (server)");
-    let server_cq = CompletionQueue::<F>::open(&server_domain, &cq_attr).expect("fi_cq_open");
-    let server = Endpoint::from_request(&server_domain, request).expect("fi_endpoint (server)");
-    server.bind_eq(&server_eq).expect("bind eq");
-    server
-        .bind_cq(&server_cq, CqBind::TRANSMIT | CqBind::RECV)
-        .expect("bind cq");
-    server.enable().expect("fi_enable");
-    server.accept(b"welcome").expect("fi_accept");
-    let ev = next_event(&client_eq, &[&server_eq], Duration::from_secs(10));
-    assert!(
-        matches!(ev, Ev::Connected { .. }),
-        "expected FI_CONNECTED on the client, got {ev:?}"
-    );
-    let ev = next_event(&server_eq, &[&client_eq], Duration::from_secs(10));
-    assert!(
-        matches!(ev, Ev::Connected { .. }),
-        "expected FI_CONNECTED on the server, got {ev:?}"
-    );
+    let listen = info_for(&msg_hints().node(NODE).service(0).source(true));
+    let listener = Listener::on(&fabric, &listen).expect("listen");
+    let cinfo = client_info(listener.local_addr().expect("listener address"));
+    let config = ConnConfig::new()
+        .cq(cq_attr)
+        .timeout(Some(Duration::from_secs(10)));
+    let (server, client) = std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            listener
+                .incoming_timeout(Some(Duration::from_secs(10)))
+                .and_then(|incoming| incoming.prepare::<F>(&config))
+                .and_then(|p| p.establish(b"welcome"))
+                .expect("accept")
+        });
+        let client = Connection::<F>::prepare(&fabric, &cinfo, &config)
+            .and_then(|p| p.establish(b"hello"))
+            .expect("connect");
+        (server.join().expect("the accepting thread"), client)
+    });
+    let (s, c) = (server.into_parts(), client.into_parts());
     Pair {
-        server_pool: BufferPool::new(&server_domain, slots, slot_size).expect("server pool"),
-        client_pool: BufferPool::new(&client_domain, slots, slot_size).expect("client pool"),
+        server_pool: BufferPool::new(&s.domain, slots, slot_size).expect("server pool"),
+        client_pool: BufferPool::new(&c.domain, slots, slot_size).expect("client pool"),
         fabric,
-        pep,
-        server_eq,
-        client_eq,
-        server_domain,
-        client_domain,
-        server,
-        client,
-        server_cq,
-        client_cq,
+        pep: listener.passive_endpoint().clone(),
+        listener_eq: listener.eq().clone(),
+        server_eq: s.eq,
+        client_eq: c.eq,
+        server_domain: s.domain,
+        client_domain: c.domain,
+        server: s.endpoint,
+        client: c.endpoint,
+        server_cq: s.cq,
+        client_cq: c.cq,
     }
 }
 
@@ -317,7 +307,6 @@ pub fn reclaim_flushed<F: Format>(
 /// read.
 pub fn read_flushed_of_closed<F: Format>(cq: &CompletionQueue<F>, pool: &BufferPool) -> usize {
     let mut entries: Vec<F::Entry> = (0..16).map(|_| F::Entry::default()).collect();
-    let _errbuf = ErrDataBuf::new();
     let mut flushed = 0;
     loop {
         match cq.read(&mut entries).expect("fi_cq_read") {

@@ -3,6 +3,7 @@
 //! (default `127.0.0.1`), so the same tests run on `verbs` over soft-RoCE.
 #![allow(dead_code)]
 
+use libfabric::conn::ConnConfig;
 use libfabric::cq::{CqAttr, Format};
 use libfabric::ep::CqBind;
 use libfabric::eq::{EqAttr, EqError, EqRead, ErrDataBuf, Event, EventBuf};
@@ -344,16 +345,23 @@ pub fn connect_pair_with<F: Format>(
     let (fabric, _) = fabric();
     let listener = Listener::on(&fabric, &listen_info()).expect("listen");
     let cinfo = client_info(listener.passive_endpoint());
+    let config = ConnConfig::new()
+        .cq(cq_attr)
+        .timeout(Some(Duration::from_secs(10)));
     let (server, client) = std::thread::scope(|s| {
         let server = s.spawn(|| {
-            let incoming = listener.incoming().expect("a connection request");
+            let incoming = listener
+                .incoming_timeout(Some(Duration::from_secs(10)))
+                .expect("a connection request");
             assert_eq!(incoming.data(), req_data, "connection request data");
             incoming
-                .accept_with::<F>(accept_data, &cq_attr)
+                .prepare::<F>(&config)
+                .and_then(|p| p.establish(accept_data))
                 .expect("accept")
         });
-        let client =
-            Connection::<F>::connect_on(&fabric, &cinfo, req_data, &cq_attr).expect("connect");
+        let client = Connection::<F>::prepare(&fabric, &cinfo, &config)
+            .and_then(|p| p.establish(req_data))
+            .expect("connect");
         (server.join().expect("the accepting thread"), client)
     });
     let (s, c) = (server.into_parts(), client.into_parts());
