@@ -33,7 +33,7 @@ fn main() {
     rdma_sys_build::rerun_if_changed(&LIBIBVERBS);
     if rdma_sys_build::docs_rs() {
         // docs.rs has neither the library nor its headers.
-        rdma_sys_build::use_pregenerated(&["verbs.rs"]);
+        let _ = rdma_sys_build::use_pregenerated(&["verbs.rs"]);
         return;
     }
     let found = rdma_sys_build::probe(&LIBIBVERBS);

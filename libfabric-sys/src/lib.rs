@@ -49,27 +49,32 @@ pub mod fabric {
     include!(concat!(env!("OUT_DIR"), "/fabric_errno.rs"));
 
     /// `FI_VERSION(major, minor)`: the version number libfabric compares.
+    #[must_use]
     pub const fn FI_VERSION(major: u32, minor: u32) -> u32 {
         (major << 16) | minor
     }
 
     /// `FI_MAJOR(version)`.
+    #[must_use]
     pub const fn FI_MAJOR(version: u32) -> u32 {
         version >> 16
     }
 
     /// `FI_MINOR(version)`.
+    #[must_use]
     pub const fn FI_MINOR(version: u32) -> u32 {
         version & 0xFFFF
     }
 
     /// `FI_VERSION_GE(v1, v2)`: `v1` is `v2` or newer.
+    #[must_use]
     pub const fn FI_VERSION_GE(v1: u32, v2: u32) -> bool {
         FI_MAJOR(v1) > FI_MAJOR(v2)
             || (FI_MAJOR(v1) == FI_MAJOR(v2) && FI_MINOR(v1) >= FI_MINOR(v2))
     }
 
     /// `FI_VERSION_LT(v1, v2)`: `v1` is older than `v2`.
+    #[must_use]
     pub const fn FI_VERSION_LT(v1: u32, v2: u32) -> bool {
         !FI_VERSION_GE(v1, v2)
     }
@@ -83,6 +88,7 @@ pub mod fabric {
     ///
     /// When it is older than [`HEADER_VERSION`], `fi_getinfo` with
     /// `HEADER_VERSION` fails with `-FI_ENOSYS`.
+    #[must_use]
     pub fn runtime_version() -> u32 {
         // SAFETY: fi_version(3) takes no arguments and only returns the
         // library's version; it may be called at any time.

@@ -320,6 +320,7 @@ impl AddressVector {
     }
 
     /// Whether `addr` is an address of this vector (inserted, not removed).
+    #[must_use]
     pub fn contains(&self, addr: Addr) -> bool {
         self.inner.is_live(addr)
     }

@@ -427,6 +427,7 @@ impl BufferPool {
     }
 
     /// A free slot, or `None` when all are taken or in flight.
+    #[must_use]
     pub fn take(&self) -> Option<Buffer> {
         let slot = self
             .inner
@@ -443,11 +444,13 @@ impl BufferPool {
     }
 
     /// Bytes per slot (the size asked for, rounded up to 64).
+    #[must_use]
     pub fn slot_size(&self) -> usize {
         self.inner.slot_size
     }
 
     /// The memory region's key (`fi_mr_key`), for remote access.
+    #[must_use]
     pub fn key(&self) -> u64 {
         // SAFETY: fi_mr_key(3) on an open MR.
         unsafe { sys::fi_mr_key(self.inner.mr.as_ptr()) }
@@ -587,6 +590,7 @@ pub(crate) struct PostParts {
 impl Buffer {
     /// The slot's capacity.
     #[allow(clippy::len_without_is_empty)]
+    #[must_use]
     pub fn len(&self) -> usize {
         self.pool.slot_size
     }

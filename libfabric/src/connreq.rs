@@ -72,6 +72,7 @@ impl ConnRequest {
 
     /// The request's `fi_info` (provider, domain, addresses, ...). Open the
     /// accepting side's domain with it.
+    #[must_use]
     pub fn info(&self) -> &InfoEntry {
         &self.info
     }

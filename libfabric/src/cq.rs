@@ -412,6 +412,7 @@ impl CqAttr {
     /// Provider default size, the default wait object (the first of
     /// `FI_WAIT_FD`, `FI_WAIT_UNSPEC` and `FI_WAIT_NONE` the provider
     /// opens).
+    #[must_use]
     pub fn new() -> Self {
         CqAttr {
             size: 0,
@@ -424,6 +425,7 @@ impl CqAttr {
     }
 
     /// Minimum number of entries (0: provider default).
+    #[must_use]
     pub fn size(mut self, size: usize) -> Self {
         self.size = size;
         self
@@ -433,12 +435,14 @@ impl CqAttr {
     /// [`WaitObj::Other`] is taken as the variant libfabric names it by
     /// (`Other(0)` is `None`); one libfabric does not name is refused when
     /// the queue is opened.
+    #[must_use]
     pub fn wait(mut self, wait_obj: WaitObj) -> Self {
         self.wait_obj = Some(wait_obj.normalized());
         self
     }
 
     /// Signal this wait set (`FI_WAIT_SET`).
+    #[must_use]
     pub fn wait_set(mut self, set: &WaitSet) -> Self {
         self.wait_obj = Some(WaitObj::Set);
         self.wait_set = Some(set.clone());
@@ -446,12 +450,14 @@ impl CqAttr {
     }
 
     /// `FI_CQ_COND_THRESHOLD`: enables [`CompletionQueue::sread_threshold`].
+    #[must_use]
     pub fn threshold_condition(mut self, enable: bool) -> Self {
         self.threshold = enable;
         self
     }
 
     /// `FI_AFFINITY` with this signaling vector.
+    #[must_use]
     pub fn signaling_vector(mut self, vector: i32) -> Self {
         self.flags |= sys::FI_AFFINITY;
         self.signaling_vector = vector;
@@ -632,6 +638,7 @@ impl CqError<'_> {
     }
 
     /// The failed operation's context.
+    #[must_use]
     pub fn context(&self) -> usize {
         self.op_context.0 as usize
     }
@@ -931,11 +938,13 @@ impl<F: Format> CompletionQueue<F> {
     }
 
     /// The queue's fid.
+    #[must_use]
     pub fn fid(&self) -> Fid {
         Fid::from_raw(self.inner.fid.fid())
     }
 
     /// The raw `fid_cq`.
+    #[must_use]
     pub fn as_raw(&self) -> *mut sys::fid_cq {
         self.inner.fid.as_ptr()
     }
@@ -1297,6 +1306,7 @@ impl<F: Format> CompletionQueue<F> {
 
     /// `fi_cq_strerror`: the provider's text for an error completion.
     #[doc(alias = "fi_cq_strerror")]
+    #[must_use]
     pub fn strerror(&self, err: &CqError<'_>) -> String {
         crate::error::provider_text(|buf, len| {
             // SAFETY: fi_cq_strerror(3) on the open queue; it writes at most len bytes

@@ -84,11 +84,13 @@ impl Domain {
     }
 
     /// The `fi_info` the domain was opened with.
+    #[must_use]
     pub fn info(&self) -> &InfoEntry {
         &self.inner.info
     }
 
     /// The fabric it belongs to.
+    #[must_use]
     pub fn fabric(&self) -> Fabric {
         Fabric {
             inner: self.inner.fabric.clone(),
@@ -96,6 +98,7 @@ impl Domain {
     }
 
     /// The raw `fid_domain`.
+    #[must_use]
     pub fn as_raw(&self) -> *mut sys::fid_domain {
         self.inner.fid.as_ptr()
     }

@@ -485,6 +485,7 @@ pub(crate) fn name_of(fid: *mut sys::fid, peer: bool) -> Result<Vec<u8>> {
 
 /// Decodes a `sockaddr_in` / `sockaddr_in6` as libfabric's socket providers
 /// name endpoints.
+#[must_use]
 pub fn socket_addr(bytes: &[u8]) -> Option<SocketAddr> {
     if bytes.len() >= std::mem::size_of::<libc::sockaddr_in>() {
         let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
@@ -801,11 +802,13 @@ impl Endpoint {
     }
 
     /// The endpoint's fid, as events name it.
+    #[must_use]
     pub fn fid(&self) -> Fid {
         Fid::from_raw(self.inner.fid.fid())
     }
 
     /// The `fi_info` it was opened with.
+    #[must_use]
     pub fn info(&self) -> &InfoEntry {
         &self.inner.info
     }
@@ -1238,6 +1241,7 @@ impl Endpoint {
     /// whose providers may not answer the option: shm 1.22 dereferences a
     /// receive context that exists only once enabled,
     /// `prov/shm/src/smr_ep.c` 122).
+    #[must_use]
     pub fn cm_data_size(&self) -> Option<usize> {
         if self.inner.connectionless {
             return None;

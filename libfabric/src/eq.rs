@@ -45,6 +45,7 @@ impl Fid {
     }
 
     /// The address, for logging.
+    #[must_use]
     pub fn addr(self) -> usize {
         self.0
     }
@@ -70,6 +71,7 @@ impl EqAttr {
     /// Provider default size, the default wait object (the first of
     /// `FI_WAIT_FD`, `FI_WAIT_UNSPEC` and `FI_WAIT_NONE` the provider
     /// opens), no flags.
+    #[must_use]
     pub fn new() -> Self {
         EqAttr {
             size: 0,
@@ -81,6 +83,7 @@ impl EqAttr {
     }
 
     /// Minimum number of entries (0: provider default).
+    #[must_use]
     pub fn size(mut self, size: usize) -> Self {
         self.size = size;
         self
@@ -88,6 +91,7 @@ impl EqAttr {
 
     /// `FI_WRITE`: the application inserts its own events with
     /// [`EventQueue::write_notify`]. Without it, writes are refused.
+    #[must_use]
     pub fn write(mut self, enable: bool) -> Self {
         if enable {
             self.flags |= sys::FI_WRITE;
@@ -101,12 +105,14 @@ impl EqAttr {
     /// [`WaitObj::Other`] is taken as the variant libfabric names it by
     /// (`Other(0)` is `None`); one libfabric does not name is refused when
     /// the queue is opened.
+    #[must_use]
     pub fn wait(mut self, wait_obj: WaitObj) -> Self {
         self.wait_obj = Some(wait_obj.normalized());
         self
     }
 
     /// Signal this wait set (`FI_WAIT_SET`).
+    #[must_use]
     pub fn wait_set(mut self, set: &WaitSet) -> Self {
         self.wait_obj = Some(WaitObj::Set);
         self.wait_set = Some(set.clone());
@@ -114,6 +120,7 @@ impl EqAttr {
     }
 
     /// `FI_AFFINITY` with this signaling vector (a CPU core).
+    #[must_use]
     pub fn signaling_vector(mut self, vector: i32) -> Self {
         self.flags |= sys::FI_AFFINITY;
         self.signaling_vector = vector;
@@ -337,6 +344,7 @@ impl Default for EventBuf {
 impl EventBuf {
     /// Room for any event with up to [`DEFAULT_CM_DATA_CAPACITY`] bytes of
     /// connection data.
+    #[must_use]
     pub fn new() -> Self {
         Self::with_cm_data_capacity(DEFAULT_CM_DATA_CAPACITY)
             .expect("an EventBuf of the default capacity is a few hundred bytes")
@@ -366,6 +374,7 @@ impl EventBuf {
     }
 
     /// Bytes of connection data an event read into it may carry.
+    #[must_use]
     pub fn cm_data_capacity(&self) -> usize {
         self.cm_capacity
     }
@@ -391,6 +400,7 @@ impl Default for ErrDataBuf {
 
 impl ErrDataBuf {
     /// 4 KiB.
+    #[must_use]
     pub fn new() -> Self {
         Self::with_capacity(4096).expect("4 KiB")
     }
@@ -514,6 +524,7 @@ pub enum Event<'b> {
 
 impl Event<'_> {
     /// The fid the event names.
+    #[must_use]
     pub fn fid(&self) -> Option<Fid> {
         match self {
             Event::Notify(e)
@@ -684,11 +695,13 @@ impl EventQueue {
     }
 
     /// The queue's own fid.
+    #[must_use]
     pub fn fid(&self) -> Fid {
         Fid::from_raw(self.inner.fid.fid())
     }
 
     /// The raw `fid_eq`.
+    #[must_use]
     pub fn as_raw(&self) -> *mut sys::fid_eq {
         self.inner.fid.as_ptr()
     }
@@ -857,6 +870,7 @@ impl EventQueue {
 
     /// `fi_eq_strerror`: the provider's text for an error entry.
     #[doc(alias = "fi_eq_strerror")]
+    #[must_use]
     pub fn strerror(&self, err: &EqError<'_>) -> String {
         crate::error::provider_text(|buf, len| {
             // SAFETY: fi_eq_strerror(3) on the open queue; it writes at most len bytes
@@ -884,6 +898,7 @@ impl EventQueue {
     /// there an event read now names the object now at that address. On
     /// other providers an address used by an earlier endpoint of this queue
     /// resolves to `None` rather than to the wrong object.
+    #[must_use]
     pub fn resolve(&self, fid: Fid) -> Option<EventSource> {
         let (obj, reused) = self.inner.registry.find(fid)?;
         if reused && !matches!(self.inner.fabric.provider.as_str(), "tcp" | "verbs") {

@@ -150,12 +150,14 @@ errnos! {
 impl Errno {
     /// The error of a positive `FI_E*` value (a negated return code).
     #[inline]
+    #[must_use]
     pub const fn from_raw_os_error(raw: c_int) -> Self {
         Errno(raw)
     }
 
     /// The positive `FI_E*` value.
     #[inline]
+    #[must_use]
     pub const fn raw_os_error(self) -> c_int {
         self.0
     }
@@ -180,6 +182,7 @@ impl Errno {
     }
 
     /// The closest [`io::ErrorKind`].
+    #[must_use]
     pub fn kind(self) -> io::ErrorKind {
         use io::ErrorKind as K;
         match self {
@@ -211,6 +214,7 @@ impl Errno {
     /// `strerror(3)`'s result, which for a value glibc does not know is a
     /// per-thread buffer that the next such call frees (libfabric 1.17
     /// `src/fabric.c` 1487-1488), so it cannot be borrowed.
+    #[must_use]
     pub fn text(self) -> Cow<'static, str> {
         // fi_strerror takes either sign (src/fabric.c 1484-1485 in 1.17).
         let raw = self.0.checked_abs().unwrap_or(c_int::MAX);
@@ -415,6 +419,7 @@ pub enum Error {
 
 impl Error {
     /// The fabric error code, when a libfabric call failed.
+    #[must_use]
     pub fn errno(&self) -> Option<Errno> {
         match self {
             Error::Call { errno, .. } | Error::Completion { errno, .. } => Some(*errno),
@@ -425,6 +430,7 @@ impl Error {
 
     /// Whether a libfabric call asked to be retried later (`FI_EAGAIN`): for
     /// a post, the queue is full; read completions and post again.
+    #[must_use]
     pub fn is_again(&self) -> bool {
         self.errno() == Some(Errno::AGAIN)
     }

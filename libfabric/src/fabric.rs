@@ -87,11 +87,13 @@ impl Fabric {
     }
 
     /// The raw `fid_fabric`, for calls this crate does not wrap.
+    #[must_use]
     pub fn as_raw(&self) -> *mut sys::fid_fabric {
         self.inner.fid.as_ptr()
     }
 
     /// The provider it was opened for, such as `"tcp"`.
+    #[must_use]
     pub fn provider(&self) -> &str {
         &self.inner.provider
     }

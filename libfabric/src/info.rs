@@ -217,7 +217,7 @@ impl Hints {
             mr_mode: (sys::FI_MR_LOCAL
                 | sys::FI_MR_VIRT_ADDR
                 | sys::FI_MR_ALLOCATED
-                | sys::FI_MR_PROV_KEY) as i32,
+                | sys::FI_MR_PROV_KEY),
             cq_data_size: 0,
             queue_sizes: (0, 0),
             node: None,
@@ -457,6 +457,7 @@ unsafe impl Sync for InfoList {}
 
 impl InfoList {
     /// The entries, best match first.
+    #[must_use]
     pub fn iter(&self) -> InfoIter<'_> {
         InfoIter {
             next: self.head.map(|p| p.as_ptr() as *const _),
@@ -465,16 +466,19 @@ impl InfoList {
     }
 
     /// The first (best) entry.
+    #[must_use]
     pub fn first(&self) -> Option<&InfoEntry> {
         self.iter().next()
     }
 
     /// How many entries there are.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.iter().count()
     }
 
     /// Whether the list is empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.head.is_none()
     }
@@ -559,6 +563,7 @@ fn bytes<'a>(p: *const std::ffi::c_void, len: usize) -> &'a [u8] {
 
 impl InfoEntry {
     /// The raw `fi_info`, for calls this crate does not wrap.
+    #[must_use]
     pub fn as_raw(&self) -> *const sys::fi_info {
         &self.0
     }
@@ -579,83 +584,99 @@ impl InfoEntry {
     }
 
     /// Provider name, such as `"tcp"` or `"tcp;ofi_rxm"`.
+    #[must_use]
     pub fn provider(&self) -> &str {
         self.fabric_attr().map_or("", |a| c_str(a.prov_name))
     }
 
     /// Fabric name.
+    #[must_use]
     pub fn fabric_name(&self) -> &str {
         self.fabric_attr().map_or("", |a| c_str(a.name))
     }
 
     /// Domain name.
+    #[must_use]
     pub fn domain_name(&self) -> &str {
         self.domain_attr().map_or("", |a| c_str(a.name))
     }
 
     /// Endpoint type.
+    #[must_use]
     pub fn ep_type(&self) -> EpType {
         EpType::from_raw(self.ep_attr().map_or(sys::FI_EP_UNSPEC, |a| a.type_))
     }
 
     /// Capabilities.
+    #[must_use]
     pub fn caps(&self) -> Caps {
         Caps::from_bits_retain(self.0.caps)
     }
 
     /// Mode bits.
+    #[must_use]
     pub fn mode(&self) -> Mode {
         Mode::from_bits_retain(self.0.mode)
     }
 
     /// Address format (`FI_SOCKADDR_IN`, ...).
+    #[must_use]
     pub fn addr_format(&self) -> u32 {
         self.0.addr_format
     }
 
     /// Source address bytes.
+    #[must_use]
     pub fn src_addr(&self) -> &[u8] {
         bytes(self.0.src_addr, self.0.src_addrlen)
     }
 
     /// Destination address bytes.
+    #[must_use]
     pub fn dest_addr(&self) -> &[u8] {
         bytes(self.0.dest_addr, self.0.dest_addrlen)
     }
 
     /// Threading model of the domain.
+    #[must_use]
     pub fn threading(&self) -> Threading {
         Threading::from_raw(self.domain_attr().map_or(0, |a| a.threading))
     }
 
     /// Memory registration mode bits (`FI_MR_*`).
+    #[must_use]
     pub fn mr_mode(&self) -> i32 {
         self.domain_attr().map_or(0, |a| a.mr_mode)
     }
 
     /// Bytes of remote CQ data the domain carries.
+    #[must_use]
     pub fn cq_data_size(&self) -> usize {
         self.domain_attr().map_or(0, |a| a.cq_data_size)
     }
 
     /// Largest message.
+    #[must_use]
     pub fn max_msg_size(&self) -> usize {
         self.ep_attr().map_or(0, |a| a.max_msg_size)
     }
 
     /// Transmit queue depth.
+    #[must_use]
     pub fn tx_size(&self) -> usize {
         // SAFETY: NULL or valid for the fi_info's life.
         unsafe { self.0.tx_attr.as_ref() }.map_or(0, |a| a.size)
     }
 
     /// Largest message `fi_inject` takes (`tx_attr->inject_size`).
+    #[must_use]
     pub fn inject_size(&self) -> usize {
         // SAFETY: NULL or valid for the fi_info's life.
         unsafe { self.0.tx_attr.as_ref() }.map_or(0, |a| a.inject_size)
     }
 
     /// Receive queue depth.
+    #[must_use]
     pub fn rx_size(&self) -> usize {
         // SAFETY: NULL or valid for the fi_info's life.
         unsafe { self.0.rx_attr.as_ref() }.map_or(0, |a| a.size)
@@ -678,6 +699,7 @@ impl InfoEntry {
     }
 
     /// `fi_tostr(FI_TYPE_INFO)`: libfabric's own multi-line description.
+    #[must_use]
     pub fn to_text(&self) -> String {
         let mut buf = vec![0 as c_char; 16384];
         // SAFETY: fi_tostr_r writes at most len bytes, NUL-terminated, and

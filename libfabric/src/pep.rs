@@ -97,6 +97,7 @@ impl PassiveEndpoint {
     }
 
     /// The passive endpoint's fid, as `FI_CONNREQ` events name it.
+    #[must_use]
     pub fn fid(&self) -> Fid {
         Fid::from_raw(self.inner.core.fid.fid())
     }
@@ -184,6 +185,7 @@ impl PassiveEndpoint {
     }
 
     /// `FI_OPT_CM_DATA_SIZE`.
+    #[must_use]
     pub fn cm_data_size(&self) -> Option<usize> {
         crate::ep::cm_data_size(self.inner.core.fid.fid())
     }

@@ -707,6 +707,7 @@ pub struct PollFdSet {
 
 impl PollFdSet {
     /// An empty set.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -739,6 +740,7 @@ impl PollFdSet {
     }
 
     /// The provider's change index at the last refresh.
+    #[must_use]
     pub fn change_index(&self) -> u64 {
         self.change_index
     }
@@ -902,6 +904,7 @@ impl WaitSet {
     }
 
     /// The wait object the set uses.
+    #[must_use]
     pub fn wait_obj(&self) -> WaitObj {
         self.kind
     }

@@ -122,12 +122,14 @@ pub fn rerun_if_changed(lib: &Library) {
 
 /// Whether this is a documentation build without native libraries (docs.rs
 /// sets `DOCS_RS`).
+#[must_use]
 pub fn docs_rs() -> bool {
     env::var_os("DOCS_RS").is_some()
 }
 
 /// Copies the checked-in bindings `files` from `src/pregenerated/` into
 /// `OUT_DIR` and returns the first one's text. Links nothing.
+#[must_use]
 pub fn use_pregenerated(files: &[&str]) -> String {
     let dir = pregenerated_dir();
     for file in files {
@@ -140,6 +142,7 @@ pub fn use_pregenerated(files: &[&str]) -> String {
 /// Finds `lib` with pkg-config (emitting its link lines) and its headers,
 /// and checks that bindgen can load libclang. Fails the build with an
 /// install hint when something is missing.
+#[must_use]
 pub fn probe(lib: &Library) -> Found {
     check_libclang(lib);
     let mut cfg = pkg_config::Config::new();
@@ -248,6 +251,7 @@ fn check_libclang(lib: &Library) {
 /// absolute paths, so that the shim includes exactly the headers the
 /// bindings came from), writing the shim's C source to `OUT_DIR`.
 /// `callbacks` types the macros.
+#[must_use]
 pub fn generate(
     lib: &Library,
     found: &Found,
