@@ -24,8 +24,8 @@ use crate::error::{check, check_queue_size, classify, Errno, Error, Handback, Ob
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
-    query_wait_obj, refuse_poisoned, sealed, timeout_ms, trywait_raw, TryWait, WaitObj, WaitSet,
-    WaitSetInner, Waitable,
+    query_wait_obj, refuse_poisoned, resolved_wait_obj, sealed, timeout_ms, trywait_raw, TryWait,
+    WaitObj, WaitSet, WaitSetInner, Waitable,
 };
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
@@ -911,6 +911,7 @@ impl<F: Format> CompletionQueue<F> {
             });
         }
         let fid = OwnedFid::opened("fi_cq_open", ret, raw)?;
+        let wait_obj = resolved_wait_obj("completion queue", wait_obj, raw_attr.wait_obj)?;
         let wait_obj = query_wait_obj(fid.fid(), wait_obj);
         let cq = CompletionQueue {
             inner: Arc::new(CqInner {

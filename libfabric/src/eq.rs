@@ -24,7 +24,9 @@ use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::Info;
 use crate::pep::PepCore;
-use crate::wait::{query_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable};
+use crate::wait::{
+    query_wait_obj, resolved_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable,
+};
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
 use std::fmt;
@@ -679,6 +681,7 @@ impl EventQueue {
             });
         }
         let fid = OwnedFid::opened("fi_eq_open", ret, raw)?;
+        let wait_obj = resolved_wait_obj("event queue", wait_obj, raw_attr.wait_obj)?;
         let wait_obj = query_wait_obj(fid.fid(), wait_obj);
         Ok(EventQueue {
             inner: Arc::new(EqInner {

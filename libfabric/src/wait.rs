@@ -13,6 +13,24 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// How a queue blocks (`enum fi_wait_obj`).
+///
+/// # Default wait objects
+/// [`EqAttr::new`](crate::eq::EqAttr::new) and
+/// [`CqAttr::new`](crate::cq::CqAttr::new) ask for the first wait object
+/// of `FI_WAIT_FD`, `FI_WAIT_UNSPEC` and `FI_WAIT_NONE` the provider opens,
+/// so that a queue can block ([`EventQueue::sread`](crate::EventQueue::sread),
+/// [`Waiter`], the tokio queues) unless the provider has nothing to block
+/// on. What that gives, measured with libfabric 1.17, 1.22 and 2.1:
+///
+/// | provider | event queue | completion queue |
+/// |---|---|---|
+/// | tcp, tcp;ofi_rxm, sockets | `Fd` | `Fd` |
+/// | udp;ofi_rxd | `Fd` | `Fd`; `sread` blocks, but rxd gives no wait fd (`FI_GETWAIT`: `-FI_ENOSYS`), so no [`Waiter`] or tokio |
+/// | shm | `Fd` | `None`: shm refuses `FI_WAIT_FD` and resolves `FI_WAIT_UNSPEC` to `FI_WAIT_YIELD` (`prov/shm/src/smr_cq.c` 149-151 in 1.17), whose waits ignore their timeout, so the crate refuses it: poll with `read` |
+/// | verbs | `Fd` | `Fd` (its completion channel) |
+///
+/// Ask for [`WaitObj::None`] explicitly for queues that are only polled:
+/// a provider may then skip signalling a wait object on each entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WaitObj {
@@ -254,6 +272,28 @@ pub(crate) mod sealed {
     /// cannot be called from outside (`CompletionEntry::take_context`).
     #[derive(Clone, Copy)]
     pub struct Token(pub(crate) ());
+}
+
+/// The wait object a provider wrote back into the attributes of a queue
+/// it opened (the queue is closed by the caller on error): a provider may
+/// resolve `FI_WAIT_UNSPEC` in place, and shm resolves it to
+/// `FI_WAIT_YIELD` (`smr_cq_open`, `prov/shm/src/smr_cq.c` 149-151 in
+/// 1.17), whose util waits ignore their timeout: an `sread` on such a
+/// queue never returned. That is refused like an explicit `FI_WAIT_YIELD`.
+pub(crate) fn resolved_wait_obj(
+    queue: &'static str,
+    requested: WaitObj,
+    written: sys::fi_wait_obj,
+) -> Result<WaitObj> {
+    match WaitObj::from_raw(written) {
+        WaitObj::Yield => Err(Error::UnsupportedWait {
+            queue,
+            requested,
+            reason: "the provider resolved it to FI_WAIT_YIELD, whose waits ignore their timeout",
+        }),
+        WaitObj::Other(_) => Ok(requested),
+        resolved => Ok(resolved),
+    }
 }
 
 /// Queries `FI_GETWAITOBJ`: which wait object the provider really uses.

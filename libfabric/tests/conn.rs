@@ -1,0 +1,252 @@
+//! The connection layer over the real provider: a listener and a client
+//! that exchange data, a rejected request seen by the client as a typed
+//! error, timeouts, separate receive queues, prepared connections that post
+//! before connecting, the tokio versions, RDM endpoints, and the default
+//! wait objects.
+#[macro_use]
+mod common;
+
+use common::*;
+use libfabric::conn::{ConnConfig, Rdm};
+use libfabric::cq::{CompletionFlags, CqAttr, Msg, MsgEntry};
+use libfabric::tokio::{AsyncConnection, AsyncListener};
+use libfabric::wait::{WaitObj, Waitable};
+use libfabric::{Connection, Errno, Error, Listener};
+use std::time::{Duration, Instant};
+
+const TEN_S: Option<Duration> = Some(Duration::from_secs(10));
+
+fn listen() -> (libfabric::Fabric, Listener) {
+    let (fabric, _) = fabric();
+    let listener = Listener::on(&fabric, &listen_info()).expect("listen");
+    (fabric, listener)
+}
+
+#[test]
+fn a_client_and_a_server_exchange_data_both_ways() {
+    skip_unless_msg!();
+    let (fabric, listener) = listen();
+    let cinfo = client_info(listener.passive_endpoint());
+    let config = ConnConfig::new().timeout(TEN_S);
+    std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            let incoming = listener.incoming_timeout(TEN_S).expect("a request");
+            assert_eq!(incoming.data(), b"hello");
+            let pending = incoming.prepare::<Msg>(&config).expect("prepare");
+            let pool = libfabric::BufferPool::new(pending.domain(), 2, 64).unwrap();
+            // Posted before the accept: in place before the client sends.
+            pending.endpoint().recv(pool.take().unwrap()).unwrap();
+            let conn = pending.establish(b"welcome").expect("accept");
+            let got = conn.wait_one(&pool, TEN_S).expect("the receive");
+            assert!(got.flags.contains(CompletionFlags::RECV), "{got:?}");
+            assert_eq!(got.bytes(), b"ping");
+            assert!(got.buffer.is_some(), "the buffer came back");
+            let mut pong = pool.take().unwrap();
+            pong[..4].copy_from_slice(b"pong");
+            conn.send(pong, 4).unwrap();
+            let sent = conn.wait_one(&pool, TEN_S).expect("the send");
+            assert!(sent.flags.contains(CompletionFlags::SEND), "{sent:?}");
+        });
+        let conn = Connection::<Msg>::prepare(&fabric, &cinfo, &config)
+            .and_then(|p| p.establish(b"hello"))
+            .expect("connect");
+        assert_eq!(conn.peer_data(), b"welcome");
+        let pool = conn.buffer_pool(2, 64).unwrap();
+        conn.recv(pool.take().unwrap()).unwrap();
+        let mut ping = pool.take().unwrap();
+        ping[..4].copy_from_slice(b"ping");
+        conn.send(ping, 4).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let done = conn.wait_one(&pool, TEN_S).expect("a completion");
+            if done.flags.contains(CompletionFlags::RECV) {
+                got = done.bytes().to_vec();
+            }
+        }
+        assert_eq!(got, b"pong");
+        server.join().expect("the server");
+    });
+}
+
+#[test]
+fn a_rejected_connection_is_a_typed_error_not_a_spin() {
+    skip_unless_msg!();
+    let (fabric, listener) = listen();
+    let cinfo = client_info(listener.passive_endpoint());
+    let config = ConnConfig::new().timeout(TEN_S);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let incoming = listener.incoming_timeout(TEN_S).expect("a request");
+            incoming.reject(b"no").expect("fi_reject");
+        });
+        let started = Instant::now();
+        let err = Connection::<Msg>::prepare(&fabric, &cinfo, &config)
+            .and_then(|p| p.establish(b"hello"))
+            .expect_err("the server rejects");
+        assert!(
+            matches!(
+                err,
+                Error::Call {
+                    errno: Errno::CONNREFUSED,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "not a timeout");
+    });
+}
+
+#[test]
+fn waits_for_a_connection_end_at_their_timeout() {
+    skip_unless_msg!();
+    let (fabric, listener) = listen();
+    // Nobody connects.
+    let short = Some(Duration::from_millis(100));
+    let err = listener
+        .incoming_timeout(short)
+        .expect_err("no request arrives");
+    assert!(matches!(err, Error::TimedOut { .. }), "{err}");
+    // Nobody accepts: the request waits in the listener's queue.
+    let cinfo = client_info(listener.passive_endpoint());
+    let config = ConnConfig::new().timeout(short);
+    let err = Connection::<Msg>::prepare(&fabric, &cinfo, &config)
+        .and_then(|p| p.establish(b"hello"))
+        .expect_err("nobody accepts");
+    assert!(matches!(err, Error::TimedOut { .. }), "{err}");
+}
+
+#[test]
+fn a_separate_receive_queue_gets_the_receives() {
+    skip_unless_msg!();
+    let (fabric, listener) = listen();
+    let cinfo = client_info(listener.passive_endpoint());
+    let config = ConnConfig::new()
+        .cq(CqAttr::new().wait(WaitObj::Fd))
+        .rx_cq(CqAttr::new().wait(WaitObj::Fd))
+        .timeout(TEN_S);
+    std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            let conn = listener
+                .incoming_timeout(TEN_S)
+                .and_then(|i| i.prepare::<Msg>(&config))
+                .and_then(|p| p.establish(b""))
+                .expect("accept");
+            assert!(!std::ptr::eq(conn.cq(), conn.rx_cq()));
+            let pool = conn.buffer_pool(1, 64).unwrap();
+            conn.recv(pool.take().unwrap()).unwrap();
+            let got = conn.rx_cq().wait_one(&pool, TEN_S).expect("the receive");
+            assert_eq!(got.bytes(), b"x");
+            let mut none = [MsgEntry::default()];
+            assert!(matches!(
+                conn.cq().read(&mut none).unwrap(),
+                libfabric::cq::CqRead::Empty
+            ));
+        });
+        let conn = Connection::<Msg>::prepare(&fabric, &cinfo, &config)
+            .and_then(|p| p.establish(b""))
+            .expect("connect");
+        let pool = conn.buffer_pool(1, 64).unwrap();
+        let mut b = pool.take().unwrap();
+        b[0] = b'x';
+        conn.send(b, 1).unwrap();
+        conn.wait_one(&pool, TEN_S).expect("the send");
+        server.join().expect("the server");
+    });
+}
+
+#[test]
+fn async_connections_exchange_data_and_report_a_rejection() {
+    skip_unless_msg!();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let hints = provider_hints().node(node()).service(0);
+        let listener = AsyncListener::bind(&hints).expect("listen");
+        let addr = listener.local_addr().unwrap();
+        let peer = provider_hints().addr(addr);
+        let (server, client) =
+            tokio::join!(listener.accept(), AsyncConnection::connect(&peer, b"hi"));
+        let (server, client) = (server.expect("accept"), client.expect("connect"));
+        let (sp, cp) = (
+            server.buffer_pool(1, 64).unwrap(),
+            client.buffer_pool(1, 64).unwrap(),
+        );
+        server.recv(sp.take().unwrap()).unwrap();
+        let mut b = cp.take().unwrap();
+        b[..2].copy_from_slice(b"yo");
+        client.send(b, 2).unwrap();
+        client.next(&cp).await.expect("the send");
+        assert_eq!(server.next(&sp).await.expect("the receive").bytes(), b"yo");
+
+        // A rejection ends the wait with the error entry's errno.
+        let (rejected, refused) = tokio::join!(
+            async { listener.incoming().await.expect("a request").reject(b"") },
+            AsyncConnection::connect(&peer, b"again")
+        );
+        rejected.expect("fi_reject");
+        let err = refused.expect_err("rejected");
+        assert_eq!(err.errno(), Some(Errno::CONNREFUSED), "{err}");
+    });
+}
+
+#[test]
+fn rdm_endpoints_exchange_data() {
+    let info = node_info();
+    skip_if_msg!(info, "no FI_EP_RDM endpoints");
+    let (fabric, _) = fabric();
+    let config = ConnConfig::new();
+    let a = Rdm::<Msg>::open_on(&fabric, &info, 4, &config).expect("a");
+    let b = Rdm::<Msg>::open_on(&fabric, &info, 4, &config).expect("b");
+    let to_b = a.insert(&b.name().unwrap()).unwrap();
+    let (pa, pb) = (a.buffer_pool(1, 64).unwrap(), b.buffer_pool(1, 64).unwrap());
+    b.endpoint().recv(pb.take().unwrap()).unwrap();
+    std::thread::scope(|s| {
+        let receiver = s.spawn(|| b.wait_one(&pb, TEN_S).map(|c| c.bytes().to_vec()));
+        let mut buf = pa.take().unwrap();
+        buf[..3].copy_from_slice(b"rdm");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Err((back, e)) = a.endpoint().send_to(buf, 3, to_b) {
+            assert!(e.is_again() && Instant::now() < deadline, "{e}");
+            buf = back;
+            let _ = a.cq().read(&mut [MsgEntry::default()]).unwrap();
+        }
+        a.wait_one(&pa, TEN_S).expect("the send");
+        assert_eq!(receiver.join().unwrap().expect("the receive"), b"rdm");
+    });
+}
+
+#[test]
+fn default_wait_objects_are_what_the_provider_blocks_on() {
+    let (fabric, domain, _) = fabric_domain();
+    let eq = libfabric::EventQueue::open(&fabric, &libfabric::eq::EqAttr::new()).unwrap();
+    assert_eq!(eq.wait_obj(), WaitObj::Fd, "provider {}", provider());
+    eq.wait_fd().expect("an event queue's wait fd");
+    let cq = libfabric::CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    let mut entries = [MsgEntry::default()];
+    if provider() == "shm" {
+        // shm refuses FI_WAIT_FD completion queues and resolves
+        // FI_WAIT_UNSPEC to FI_WAIT_YIELD, whose sread never returned: the
+        // queue is only polled.
+        assert_eq!(cq.wait_obj(), WaitObj::None);
+        assert!(matches!(
+            cq.sread(&mut entries, Some(Duration::from_millis(10))),
+            Err(Error::WrongWaitMode { .. })
+        ));
+        let unspec =
+            libfabric::CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Unspec));
+        assert!(
+            matches!(unspec, Err(Error::UnsupportedWait { .. })),
+            "{unspec:?}"
+        );
+        return;
+    }
+    assert_eq!(cq.wait_obj(), WaitObj::Fd, "provider {}", provider());
+    // The queue blocks: an sread on it times out.
+    assert!(matches!(
+        cq.sread(&mut entries, Some(Duration::from_millis(10))),
+        Ok(libfabric::cq::CqRead::TimedOut)
+    ));
+}
