@@ -186,6 +186,12 @@ impl AddressVector {
     /// `fi_av_open` with room for `count` addresses (1 up to
     /// [`MAX_QUEUE_SIZE`](crate::error::MAX_QUEUE_SIZE)); inserting more
     /// than that is refused.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] for `count` over the maximum;
+    /// [`Error::InvalidArgument`] for a `count` of 0; [`Error::OutOfMemory`]
+    /// when the entry table cannot be allocated; [`Error::Call`] when
+    /// `fi_av_open` fails.
     #[doc(alias = "fi_av_open")]
     pub fn open(domain: &Domain, ty: AvType, count: usize) -> Result<Self> {
         check_queue_size("address vector count", count)?;
@@ -325,8 +331,12 @@ impl AddressVector {
         self.inner.is_live(addr)
     }
 
-    /// Closes the vector now; [`Error::InUse`] while endpoints bound to it
-    /// or other handles exist, in which case it is handed back.
+    /// Closes the vector now (`fi_close`).
+    ///
+    /// # Errors
+    /// [`Error::InUse`] while endpoints bound to it or other handles exist;
+    /// [`Error::Call`] when `fi_close` fails. The vector comes back with the
+    /// error, still open.
     pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,

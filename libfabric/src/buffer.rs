@@ -330,6 +330,12 @@ impl BufferPool {
     /// Allocates `count` slots of `slot_size` bytes (zeroed, page aligned)
     /// and registers them with `domain` (`fi_mr_reg`, local and remote
     /// access).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no slots, more than 2^32-1, or a
+    /// `slot_size` of 0; [`Error::TooLarge`] when the pool's bytes overflow;
+    /// [`Error::OutOfMemory`] when an allocation fails; [`Error::Call`] when
+    /// `fi_mr_reg` fails.
     #[doc(alias = "fi_mr_reg")]
     pub fn new(domain: &Domain, count: usize, slot_size: usize) -> Result<Self> {
         if count == 0 || slot_size == 0 || count > u32::MAX as usize {

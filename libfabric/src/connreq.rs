@@ -94,9 +94,13 @@ impl ConnRequest {
 
     /// `fi_reject`, sending `data` (at most `FI_OPT_CM_DATA_SIZE` bytes):
     /// the peer sees an error entry with `ECONNREFUSED` and this data as its
-    /// `err_data`. On error the request comes back unanswered when it was
-    /// refused before the call (`Some`); when `fi_reject` itself fails the
-    /// provider has consumed its handle, and `None` comes back.
+    /// `err_data`.
+    ///
+    /// # Errors
+    /// [`Error::State`] when the request names no passive endpoint and
+    /// [`Error::TooLarge`] for `data` over the limit, each with the request
+    /// handed back unanswered (`Some`); [`Error::Call`] when `fi_reject`
+    /// fails, with `None` (the provider has consumed the request's handle).
     #[doc(alias = "fi_reject")]
     pub fn reject(self, data: &[u8]) -> Handback<Option<ConnRequest>> {
         let Some(source) = &self.source else {

@@ -829,7 +829,13 @@ impl<F: Format> CompletionQueue<F> {
 
     /// `fi_cq_open` with format `F`.
     ///
-    /// A wait object the provider cannot give is [`Error::UnsupportedWait`].
+    /// # Errors
+    /// [`Error::TooLarge`] for a size over
+    /// [`MAX_QUEUE_SIZE`](crate::error::MAX_QUEUE_SIZE);
+    /// [`Error::UnsupportedWait`] for a wait object libfabric does not name,
+    /// `FI_WAIT_YIELD`, `FI_WAIT_SET` without a wait set (or on rxm, rxd or
+    /// shm), or one the provider refuses; [`Error::ForeignObject`] for a wait
+    /// set of another fabric; [`Error::Call`] when `fi_cq_open` fails.
     #[doc(alias = "fi_cq_open")]
     pub fn open(domain: &Domain, attr: &CqAttr) -> Result<Self> {
         check_queue_size("completion queue size", attr.size)?;
@@ -952,6 +958,11 @@ impl<F: Format> CompletionQueue<F> {
 
     /// `fi_cq_read`: up to `buf.len()` completions, without blocking. An
     /// empty `buf` reads nothing and gives [`CqRead::Empty`].
+    ///
+    /// # Errors
+    /// [`Error::State`] while an endpoint bound to the queue that failed to
+    /// enable is open; [`Error::Call`] when `fi_cq_read` or `fi_cq_readerr`
+    /// fails. An error completion is no error: it is [`CqRead::Error`].
     #[doc(alias = "fi_cq_read")]
     #[inline]
     pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<CqRead<'b, F::Entry>> {
@@ -1018,6 +1029,9 @@ impl<F: Format> CompletionQueue<F> {
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
     /// source address in `addrs` (needs `FI_SOURCE`; `Addr::NOTAVAIL` when
     /// unknown).
+    ///
+    /// # Errors
+    /// As [`read`](Self::read), with `fi_cq_readfrom` as the call.
     #[doc(alias = "fi_cq_readfrom")]
     pub fn read_from<'b>(
         &'b self,
@@ -1062,6 +1076,13 @@ impl<F: Format> CompletionQueue<F> {
 
     /// `fi_cq_sread`: blocks until at least one completion, an error entry, a
     /// [`signal`](Self::signal), or the timeout (`None`: forever).
+    ///
+    /// # Errors
+    /// [`Error::WrongWaitMode`] on a queue whose wait object cannot block;
+    /// [`Error::InvalidArgument`] for an empty `buf`; [`Error::State`] as
+    /// [`read`](Self::read), or on rxm, rxd or shm once an endpoint bound to
+    /// the queue closed; [`Error::Call`] when `fi_cq_sread`, `fi_trywait` or
+    /// `fi_cq_readerr` fails. The timeout is [`CqRead::TimedOut`], no error.
     #[doc(alias = "fi_cq_sread")]
     pub fn sread<'b>(
         &'b self,
@@ -1077,6 +1098,11 @@ impl<F: Format> CompletionQueue<F> {
     /// util CQ (tcp, rxm, rxd, shm) ignores it (`ofi_cq_sreadfrom`,
     /// `prov/util/src/util_cq.c` 348-381): the call returns at the first
     /// completion, as `sread` does. Needs [`CqAttr::threshold_condition`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] on a queue opened without the threshold
+    /// condition, or for a `threshold` of 0 or over the room in `buf`; as
+    /// [`sread`](Self::sread).
     pub fn sread_threshold<'b>(
         &'b self,
         buf: &'b mut [F::Entry],
@@ -1114,6 +1140,10 @@ impl<F: Format> CompletionQueue<F> {
     }
 
     /// `fi_cq_sreadfrom`: [`sread`](Self::sread) with source addresses.
+    ///
+    /// # Errors
+    /// As [`sread`](Self::sread) (an empty `buf` or `addrs` is
+    /// [`Error::InvalidArgument`]), with `fi_cq_sreadfrom` as the call.
     #[doc(alias = "fi_cq_sreadfrom")]
     pub fn sread_from<'b>(
         &'b self,
@@ -1243,6 +1273,10 @@ impl<F: Format> CompletionQueue<F> {
     /// completions back themselves ([`CqRead::Error`], its `err_data`
     /// copied into memory of its own); this reads one into a buffer of the
     /// caller's, allocating nothing.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `fi_cq_readerr` fails (other than with
+    /// `FI_EAGAIN`, which is `None`).
     #[doc(alias = "fi_cq_readerr")]
     pub fn read_err<'b>(&self, buf: &'b mut ErrDataBuf) -> Result<Option<CqError<'b>>> {
         let progress = self.inner.progress_guard();
@@ -1296,6 +1330,9 @@ impl<F: Format> CompletionQueue<F> {
 
     /// `fi_cq_signal`: wakes a thread blocked in `sread`, which then returns
     /// [`CqRead::Signaled`].
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `fi_cq_signal` fails.
     #[doc(alias = "fi_cq_signal")]
     pub fn signal(&self) -> Result<()> {
         self.inner.signals.fetch_add(1, Ordering::AcqRel);
@@ -1324,8 +1361,12 @@ impl<F: Format> CompletionQueue<F> {
         })
     }
 
-    /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or
-    /// other handles exist, in which case the queue is handed back.
+    /// Closes the queue now (`fi_close`).
+    ///
+    /// # Errors
+    /// [`Error::InUse`] while endpoints bound to it or other handles exist;
+    /// [`Error::Call`] when `fi_close` fails. The queue comes back with the
+    /// error, still open.
     pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,

@@ -38,6 +38,12 @@ pub struct Domain {
 
 impl Domain {
     /// `fi_domain`: opens the domain that `info` names on `fabric`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `info`'s threading model is not
+    /// `FI_THREAD_SAFE` or its memory registration mode has `FI_MR_ENDPOINT`;
+    /// [`Error::ForeignObject`] for an `fi_info` of another provider or
+    /// fabric; [`Error::Call`] when `fi_dupinfo` or `fi_domain` fails.
     #[doc(alias = "fi_domain")]
     pub fn open(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
         if info.threading() != Threading::Safe {
@@ -103,9 +109,12 @@ impl Domain {
         self.inner.fid.as_ptr()
     }
 
-    /// Closes the domain now, returning its error; [`Error::InUse`] while
-    /// other handles or objects opened from it exist. On failure the domain
-    /// is handed back, still open.
+    /// Closes the domain now (`fi_close`), returning its error.
+    ///
+    /// # Errors
+    /// [`Error::InUse`] while other handles or objects opened from it exist;
+    /// [`Error::Call`] when `fi_close` fails. The domain comes back with the
+    /// error, still open.
     pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,

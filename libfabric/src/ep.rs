@@ -1227,11 +1227,19 @@ impl Endpoint {
     }
 
     /// `fi_getname`: the local address.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `fi_getname` fails (`FI_ETOOSMALL` for an address
+    /// over 64 KiB).
     pub fn name(&self) -> Result<Vec<u8>> {
         name_of(self.inner.fid.fid(), false)
     }
 
     /// `fi_getpeer`: the peer's address.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `fi_getpeer` fails (`FI_ETOOSMALL` for an address
+    /// over 64 KiB).
     pub fn peer(&self) -> Result<Vec<u8>> {
         name_of(self.inner.fid.fid(), true)
     }
@@ -1250,6 +1258,10 @@ impl Endpoint {
     }
 
     /// `fi_recv` into the whole buffer.
+    ///
+    /// # Errors
+    /// As [`recv_from`](Self::recv_from): the buffer comes back with the
+    /// error.
     #[doc(alias = "fi_recv")]
     #[inline]
     pub fn recv(&self, buffer: Buffer) -> Handback<Buffer> {
@@ -1258,6 +1270,14 @@ impl Endpoint {
 
     /// `fi_recv` from one source address (connectionless endpoints;
     /// `Addr::UNSPEC` for any).
+    ///
+    /// # Errors
+    /// Each with the buffer handed back: [`Error::State`] on an endpoint not
+    /// enabled, with no receive completion queue, or shut down;
+    /// [`Error::MissingCapability`] without `FI_MSG`; [`Error::ForeignObject`]
+    /// for a buffer of another domain; [`Error::InvalidArgument`] for a
+    /// `src` not in the bound address vector; [`Error::Call`] when `fi_recv`
+    /// fails (`FI_EAGAIN` when the queue is full: [`Error::is_again`]).
     pub fn recv_from(&self, buffer: Buffer, src: Addr) -> Handback<Buffer> {
         let src = match self
             .ready("fi_recv", RECV_READY)
@@ -1279,6 +1299,9 @@ impl Endpoint {
     }
 
     /// `fi_send` of the first `len` bytes.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to): the buffer comes back with the error.
     #[doc(alias = "fi_send")]
     #[inline]
     pub fn send(&self, buffer: Buffer, len: usize) -> Handback<Buffer> {
@@ -1308,6 +1331,16 @@ impl Endpoint {
     }
 
     /// `fi_send` to an address (connectionless endpoints).
+    ///
+    /// # Errors
+    /// Each with the buffer handed back: [`Error::State`] on an endpoint not
+    /// enabled, with no transmit completion queue, not connected, or shut
+    /// down; [`Error::MissingCapability`] without `FI_MSG`;
+    /// [`Error::ForeignObject`] for a buffer of another domain;
+    /// [`Error::BufferTooSmall`] for `len` over the buffer's length;
+    /// [`Error::InvalidArgument`] for a `dest` not in the bound address
+    /// vector; [`Error::Call`] when `fi_send` fails (`FI_EAGAIN` when the
+    /// queue is full: [`Error::is_again`]).
     pub fn send_to(&self, buffer: Buffer, len: usize, dest: Addr) -> Handback<Buffer> {
         let dest = match self.check_send("fi_send", SEND_READY, &buffer, len, dest) {
             Ok(dest) => dest,
@@ -1327,6 +1360,12 @@ impl Endpoint {
     /// receiver in a [`Data`](crate::cq::Data) or [`Tagged`](crate::cq::Tagged)
     /// completion with `REMOTE_CQ_DATA`. `data` must fit the domain's
     /// `cq_data_size` bytes.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to), with `fi_senddata` as the call, and
+    /// [`Error::State`] when the domain carries no CQ data or
+    /// [`Error::TooLarge`] when `data` does not fit it: the buffer comes
+    /// back with the error.
     #[doc(alias = "fi_senddata")]
     pub fn send_data(&self, buffer: Buffer, len: usize, data: u64, dest: Addr) -> Handback<Buffer> {
         let checked = self
@@ -1366,6 +1405,11 @@ impl Endpoint {
     }
 
     /// `fi_tsend`: a tagged send.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to), with `FI_TAGGED` as the capability
+    /// needed and `fi_tsend` as the call: the buffer comes back with the
+    /// error.
     #[doc(alias = "fi_tsend")]
     pub fn tsend(&self, buffer: Buffer, len: usize, tag: u64, dest: Addr) -> Handback<Buffer> {
         let dest = match self.check_send("fi_tsend", TSEND_READY, &buffer, len, dest) {
@@ -1384,6 +1428,11 @@ impl Endpoint {
     }
 
     /// `fi_trecv`: a tagged receive matching `tag` except the `ignore` bits.
+    ///
+    /// # Errors
+    /// As [`recv_from`](Self::recv_from), with `FI_TAGGED` as the capability
+    /// needed and `fi_trecv` as the call: the buffer comes back with the
+    /// error.
     #[doc(alias = "fi_trecv")]
     pub fn trecv(&self, buffer: Buffer, tag: u64, ignore: u64, src: Addr) -> Handback<Buffer> {
         let src = match self
@@ -1433,14 +1482,17 @@ impl Endpoint {
         check("fi_inject", ret)
     }
 
-    /// Closes the endpoint now, returning its error; [`Error::InUse`] while
-    /// other handles exist, in which case it is handed back.
+    /// Closes the endpoint now (`fi_close`), returning its error.
     ///
     /// Buffers still posted on it come back to their pools once it is
     /// closed (whether or not the provider reports them: tcp and shm flush
     /// them as `FI_ECANCELED` error completions, sockets, rxm and rxd drop
     /// them); a completion of one of them read afterwards hands out no
     /// buffer. The same happens when the last handle is dropped.
+    ///
+    /// # Errors
+    /// [`Error::InUse`] while other handles exist; [`Error::Call`] when
+    /// `fi_close` fails. The endpoint comes back with the error, still open.
     pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,

@@ -346,6 +346,11 @@ impl Default for EventBuf {
 impl EventBuf {
     /// Room for any event with up to [`DEFAULT_CM_DATA_CAPACITY`] bytes of
     /// connection data.
+    ///
+    /// # Panics
+    /// Only when the allocator cannot give the buffer's 2 KiB or so (the
+    /// default capacity is under [`MAX_CM_DATA_CAPACITY`], so it is never
+    /// refused as too large).
     #[must_use]
     pub fn new() -> Self {
         Self::with_cm_data_capacity(DEFAULT_CM_DATA_CAPACITY)
@@ -402,6 +407,9 @@ impl Default for ErrDataBuf {
 
 impl ErrDataBuf {
     /// 4 KiB.
+    ///
+    /// # Panics
+    /// Only when the allocator cannot give 4 KiB.
     #[must_use]
     pub fn new() -> Self {
         Self::with_capacity(4096).expect("4 KiB")
@@ -620,9 +628,14 @@ impl EventQueue {
 
     /// `fi_eq_open`.
     ///
-    /// A wait object the provider cannot give is
-    /// [`Error::UnsupportedWait`] (the tcp provider refuses
-    /// `FI_WAIT_MUTEX_COND` and `FI_WAIT_YIELD`).
+    /// # Errors
+    /// [`Error::TooLarge`] for a size over
+    /// [`MAX_QUEUE_SIZE`](crate::error::MAX_QUEUE_SIZE);
+    /// [`Error::UnsupportedWait`] for a wait object libfabric does not name,
+    /// `FI_WAIT_YIELD`, `FI_WAIT_SET` without a wait set, or one the provider
+    /// refuses (tcp refuses `FI_WAIT_MUTEX_COND`); [`Error::ForeignObject`]
+    /// for a wait set of another fabric; [`Error::Call`] when `fi_eq_open`
+    /// fails.
     #[doc(alias = "fi_eq_open")]
     pub fn open(fabric: &Fabric, attr: &EqAttr) -> Result<Self> {
         check_queue_size("event queue size", attr.size)?;
@@ -710,6 +723,12 @@ impl EventQueue {
     }
 
     /// `fi_eq_read`: the next event, without blocking.
+    ///
+    /// # Errors
+    /// [`Error::BufferTooSmall`] when `buf` has less room for connection
+    /// data than an endpoint of the queue may carry; [`Error::Call`] when
+    /// `fi_eq_read` or `fi_eq_readerr` fails (`FI_EIO` for an entry shorter
+    /// than its type). An error entry is no error: it is [`EqRead::Error`].
     #[doc(alias = "fi_eq_read")]
     #[inline]
     pub fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
@@ -719,6 +738,10 @@ impl EventQueue {
     /// `fi_eq_read` with `FI_PEEK`: the next event, left in the queue. A
     /// peeked connection request carries no `info` (it still belongs to the
     /// queue until read).
+    ///
+    /// # Errors
+    /// As [`read`](Self::read), with `fi_eq_read(FI_PEEK)` as the call; an
+    /// error entry is [`EqRead::ErrorPending`].
     #[doc(alias = "FI_PEEK")]
     pub fn peek<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
         self.read_flags(buf, sys::FI_PEEK, "fi_eq_read(FI_PEEK)")
@@ -772,7 +795,12 @@ impl EventQueue {
 
     /// `fi_eq_sread`: the next event, blocking up to `timeout` (`None`:
     /// forever). Needs a queue opened with a wait object other than
-    /// `FI_WAIT_NONE` and `FI_WAIT_SET` ([`Error::WrongWaitMode`]).
+    /// `FI_WAIT_NONE` and `FI_WAIT_SET`.
+    ///
+    /// # Errors
+    /// [`Error::WrongWaitMode`] on a queue whose wait object cannot block;
+    /// otherwise as [`read`](Self::read), with `fi_eq_sread` as the call.
+    /// The timeout is [`EqRead::TimedOut`], no error.
     #[doc(alias = "fi_eq_sread")]
     pub fn sread<'b>(
         &self,
@@ -783,6 +811,10 @@ impl EventQueue {
     }
 
     /// `fi_eq_sread` with `FI_PEEK`.
+    ///
+    /// # Errors
+    /// As [`sread`](Self::sread); an error entry is
+    /// [`EqRead::ErrorPending`].
     pub fn speek<'b>(
         &self,
         buf: &'b mut EventBuf,
@@ -835,6 +867,10 @@ impl EventQueue {
     /// [`sread`](Self::sread) hand error entries back themselves
     /// ([`EqRead::Error`]); this reads one after a peek, into a buffer of
     /// its own.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `fi_eq_readerr` fails (other than with
+    /// `FI_EAGAIN`, which is `None`).
     #[doc(alias = "fi_eq_readerr")]
     pub fn read_err<'b>(&self, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<'b>>> {
         read_err(&self.inner, buf)
@@ -842,6 +878,11 @@ impl EventQueue {
 
     /// `fi_eq_write` of an `FI_NOTIFY` event (a `struct fi_eq_entry`). Needs
     /// a queue opened with [`EqAttr::write`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] on a queue opened without it;
+    /// [`Error::Call`] when `fi_eq_write` fails, or with `FI_EIO` when it
+    /// wrote less than the whole entry.
     #[doc(alias = "fi_eq_write")]
     #[inline]
     pub fn write_notify(&self, fid: Fid, context: usize, data: u64) -> Result<()> {
@@ -917,10 +958,13 @@ impl EventQueue {
         }
     }
 
-    /// Closes the queue now; [`Error::InUse`] while endpoints bound to it or
-    /// other handles exist, in which case the queue is handed back.
-    /// Connection requests still queued are rejected first, and passive
-    /// endpoints bound to it close with it.
+    /// Closes the queue now (`fi_close`). Connection requests still queued
+    /// are rejected first, and passive endpoints bound to it close with it.
+    ///
+    /// # Errors
+    /// [`Error::InUse`] while endpoints bound to it or other handles exist;
+    /// [`Error::Call`] when `fi_close` fails. The queue comes back with the
+    /// error, still open.
     pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,

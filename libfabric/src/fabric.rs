@@ -61,6 +61,10 @@ pub struct Fabric {
 
 impl Fabric {
     /// `fi_fabric`: opens the fabric that `info` names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `info` has no fabric attributes;
+    /// [`Error::Call`] when `fi_dupinfo` or `fi_fabric` fails.
     #[doc(alias = "fi_fabric")]
     pub fn open(info: &InfoEntry) -> Result<Self> {
         let info = info.to_owned_info()?;
@@ -98,9 +102,12 @@ impl Fabric {
         &self.inner.provider
     }
 
-    /// Closes the fabric now (`fi_close`), returning its error. Fails with
+    /// Closes the fabric now (`fi_close`), returning its error.
+    ///
+    /// # Errors
     /// [`Error::InUse`] while other handles or objects opened from it exist;
-    /// on failure the fabric is handed back, still open.
+    /// [`Error::Call`] when `fi_close` fails. The fabric comes back with the
+    /// error, still open.
     pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,

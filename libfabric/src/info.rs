@@ -413,8 +413,11 @@ pub(crate) fn check_runtime_version() -> Result<()> {
 /// `fi_getinfo`: the providers, fabrics and domains that match `hints`,
 /// asking for the API version of the headers the bindings came from.
 ///
-/// No match is [`Error::NoProvider`]; a runtime library older than the
-/// headers is [`Error::RuntimeTooOld`].
+/// # Errors
+/// [`Error::NoProvider`] when nothing matches; [`Error::RuntimeTooOld`] for
+/// a runtime library older than the headers; [`Error::InvalidArgument`] for
+/// a hint string with a NUL byte; [`Error::OutOfMemory`] when
+/// `fi_allocinfo` fails; [`Error::Call`] for any other `fi_getinfo` error.
 #[doc(alias = "fi_getinfo")]
 pub fn getinfo(hints: &Hints) -> Result<InfoList> {
     check_runtime_version()?;
@@ -688,6 +691,9 @@ impl InfoEntry {
     }
 
     /// An owned copy (`fi_dupinfo`).
+    ///
+    /// # Errors
+    /// [`Error::Call`] with [`Errno::NOMEM`] when `fi_dupinfo` fails.
     pub fn to_owned_info(&self) -> Result<Info> {
         // SAFETY: fi_dupinfo(3) deep-copies one fi_info (next is not
         // followed) into memory the caller frees with fi_freeinfo.

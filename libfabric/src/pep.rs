@@ -173,11 +173,19 @@ impl PassiveEndpoint {
     }
 
     /// `fi_getname`: the address it listens on.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `fi_getname` fails (`FI_ETOOSMALL` for an address
+    /// over 64 KiB).
     pub fn name(&self) -> Result<Vec<u8>> {
         crate::ep::name_of(self.inner.core.fid.fid(), false)
     }
 
     /// The address it listens on, for socket-based providers.
+    ///
+    /// # Errors
+    /// As [`name`](Self::name); [`Error::InvalidArgument`] when the address
+    /// is not an IPv4 or IPv6 socket address.
     pub fn local_addr(&self) -> Result<SocketAddr> {
         let name = self.name()?;
         crate::ep::socket_addr(&name)
@@ -192,8 +200,12 @@ impl PassiveEndpoint {
 
     /// Closes it: now when no event queue is bound, else together with
     /// that queue (see the module docs), which this handle then no longer
-    /// keeps open. Fails with [`Error::InUse`], handing it back, while other
-    /// handles exist.
+    /// keeps open.
+    ///
+    /// # Errors
+    /// [`Error::InUse`] while other handles, or objects holding it, exist;
+    /// [`Error::Call`] when `fi_close` fails. The passive endpoint comes back
+    /// with the error, still open.
     pub fn close(self) -> Handback<Self> {
         let bound = self
             .inner

@@ -74,6 +74,9 @@ pub struct PollSet {
 
 impl PollSet {
     /// `fi_poll_open`.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `fi_poll_open` fails.
     #[doc(alias = "fi_poll_open")]
     pub fn open(domain: &Domain) -> Result<Self> {
         let mut attr = sys::fi_poll_attr { flags: 0 };
@@ -92,6 +95,10 @@ impl PollSet {
     }
 
     /// `fi_poll_add` of a completion queue of the same domain.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a queue of another domain;
+    /// [`Error::Call`] when `fi_poll_add` fails.
     #[doc(alias = "fi_poll_add")]
     pub fn add<F: Format>(&self, cq: &CompletionQueue<F>) -> Result<()> {
         if !Arc::ptr_eq(&cq.inner.domain, &self.inner._domain) {
@@ -109,6 +116,10 @@ impl PollSet {
     }
 
     /// `fi_poll_del` of a queue added before.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a queue not in the set;
+    /// [`Error::Call`] when `fi_poll_del` fails (the queue stays in the set).
     #[doc(alias = "fi_poll_del")]
     pub fn remove<F: Format>(&self, cq: &CompletionQueue<F>) -> Result<()> {
         let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
@@ -126,6 +137,11 @@ impl PollSet {
 
     /// `fi_poll`: progresses the queues and writes the fids of those with
     /// completions into `ready`; returns how many.
+    ///
+    /// # Errors
+    /// [`Error::State`] while a member is bound to an endpoint that failed
+    /// to enable (close that endpoint first); [`Error::Call`] when `fi_poll`
+    /// fails.
     #[doc(alias = "fi_poll")]
     pub fn poll(&self, ready: &mut [Fid]) -> Result<usize> {
         const STACK: usize = 32;
@@ -168,8 +184,11 @@ impl PollSet {
         Ok(found)
     }
 
-    /// Closes the set now (its members are taken out first);
-    /// [`Error::InUse`] while other handles exist, handing it back.
+    /// Closes the set now (`fi_close`; its members are taken out first).
+    ///
+    /// # Errors
+    /// [`Error::InUse`] while other handles exist; [`Error::Call`] when
+    /// `fi_close` fails. The set comes back with the error, still open.
     pub fn close(self) -> Handback<Self> {
         close_last(
             self.inner,

@@ -164,6 +164,10 @@ impl AsyncEventQueue {
     /// # Cancel safety
     /// Cancel safe: an event is only taken from the queue in the poll that
     /// returns it.
+    ///
+    /// # Errors
+    /// As [`EventQueue::read`]; [`Error::Call`] when `fi_trywait` fails;
+    /// [`Error::System`] when waiting for the wait fd fails.
     pub async fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
         loop {
             // A queue that always has events must not keep the worker to

@@ -213,6 +213,11 @@ pub trait Waitable: sealed::Sealed {
     /// a [`WaitFd`] to poll for readiness.
     ///
     /// Block on it only after [`trywait`] said [`TryWait::MayBlock`].
+    ///
+    /// # Errors
+    /// [`Error::WrongWaitMode`] for a queue whose wait object is not a fd;
+    /// [`Error::Call`] when `fi_control(FI_GETWAIT)` fails, or with
+    /// `FI_EBADF` when it gives no fd.
     fn wait_fd(&self) -> Result<WaitFd<'_>> {
         let actual = self.wait_obj();
         if actual != WaitObj::Fd {
@@ -389,8 +394,13 @@ pub(crate) fn eq_has_entries(_eq: *mut sys::fid_eq) -> bool {
 /// Returns [`TryWait::MayBlock`] when it is safe to block on their wait
 /// objects, [`TryWait::EventsPending`] when they must be read first. A
 /// queue opened with `FI_WAIT_NONE` has nothing to block on and is refused
-/// with [`Error::WrongWaitMode`] (libfabric itself answers 0, "may block",
-/// for it).
+/// (libfabric itself answers 0, "may block", for it).
+///
+/// # Errors
+/// [`Error::WrongWaitMode`] for a queue opened with `FI_WAIT_NONE`;
+/// [`Error::InvalidArgument`] for a queue of another fabric;
+/// [`Error::State`] for a completion queue of rxm, rxd or shm once an
+/// endpoint bound to it closed; [`Error::Call`] when `fi_trywait` fails.
 #[doc(alias = "fi_trywait")]
 #[inline]
 pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
@@ -664,6 +674,11 @@ impl<'q> Waiter<'q> {
     /// The blocking path is `fi_trywait`, one `ppoll(2)` on the wait fds,
     /// and the caller's drain; no clock is read: the kernel counts the
     /// time left down across interruptions by signals.
+    ///
+    /// # Errors
+    /// [`Error::State`] for a completion queue of rxm, rxd or shm once an
+    /// endpoint bound to it closed; [`Error::Call`] when `fi_trywait` fails;
+    /// [`Error::System`] when `ppoll` fails (other than by a signal).
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Wake> {
         // ppoll(2): the Linux system call writes the time not slept back
         // into its timeout (glibc's wrapper hides that with a copy, so the
@@ -758,6 +773,10 @@ impl PollFdSet {
     }
 
     /// `poll(2)` on the set's fds; returns how many are ready.
+    ///
+    /// # Errors
+    /// [`Error::System`] when `poll` fails (other than by a signal, which
+    /// is retried).
     pub fn poll(&mut self, timeout: Option<Duration>) -> Result<usize> {
         loop {
             // SAFETY: fds is a valid array of len pollfd entries; the fds
@@ -787,6 +806,11 @@ impl PollFdSet {
 
     /// Re-reads the set from `queue` (an `FI_WAIT_POLLFD` queue). Returns
     /// whether it changed since the last refresh.
+    ///
+    /// # Errors
+    /// [`Error::WrongWaitMode`] for a queue not opened with
+    /// `FI_WAIT_POLLFD`; [`Error::Call`] when `fi_control(FI_GETWAIT)` fails
+    /// (other than with `FI_ETOOSMALL`, on which the set grows).
     pub fn refresh(&mut self, queue: &dyn Waitable) -> Result<bool> {
         let actual = queue.wait_obj();
         if actual != WaitObj::PollFd {
@@ -861,6 +885,11 @@ pub struct WaitSet {
 
 impl WaitSet {
     /// `fi_wait_open` with the given wait object (`Fd` or `Unspec`).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedWait`] for `None`, `Set`, `Yield`, a wait object
+    /// libfabric does not name, or one the provider refuses; [`Error::Call`]
+    /// when `fi_wait_open` fails otherwise.
     #[doc(alias = "fi_wait_open")]
     pub fn open(fabric: &Fabric, wait_obj: WaitObj) -> Result<Self> {
         // Normalised first (Other(0) is None, Other(5) is Yield), so the
@@ -905,6 +934,11 @@ impl WaitSet {
 
     /// `fi_wait`: blocks until a queue of the set is signaled, or the
     /// timeout passes. Returns whether it was signaled.
+    ///
+    /// # Errors
+    /// [`Error::State`] when a completion queue of the set is of rxm, rxd or
+    /// shm and an endpoint bound to it closed; [`Error::Call`] when `fi_wait`
+    /// fails. The timeout is `Ok(false)`, no error.
     #[doc(alias = "fi_wait")]
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         // In slices, under the progress locks of the set's completion
@@ -949,8 +983,12 @@ impl WaitSet {
         self.kind
     }
 
-    /// Closes the set now; [`Error::InUse`] while queues still use it, in
-    /// which case it is handed back.
+    /// Closes the set now (`fi_close`).
+    ///
+    /// # Errors
+    /// [`Error::InUse`] while queues still use it or other handles exist;
+    /// [`Error::Call`] when `fi_close` fails. The set comes back with the
+    /// error, still open.
     pub fn close(self) -> Handback<Self> {
         let kind = self.kind;
         close_last(

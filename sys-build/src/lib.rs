@@ -129,6 +129,10 @@ pub fn docs_rs() -> bool {
 
 /// Copies the checked-in bindings `files` from `src/pregenerated/` into
 /// `OUT_DIR` and returns the first one's text. Links nothing.
+///
+/// # Panics
+/// Outside a build script (no `OUT_DIR` or `CARGO_MANIFEST_DIR`), for an
+/// empty `files`, or when a file cannot be copied into `OUT_DIR` or read.
 #[must_use]
 pub fn use_pregenerated(files: &[&str]) -> String {
     let dir = pregenerated_dir();
@@ -251,6 +255,11 @@ fn check_libclang(lib: &Library) {
 /// absolute paths, so that the shim includes exactly the headers the
 /// bindings came from), writing the shim's C source to `OUT_DIR`.
 /// `callbacks` types the macros.
+///
+/// # Panics
+/// Outside a build script (no `OUT_DIR`), or when the umbrella header
+/// cannot be written there. A failure of bindgen itself ends the build with
+/// a message instead.
 #[must_use]
 pub fn generate(
     lib: &Library,
@@ -312,6 +321,10 @@ pub fn generate(
 /// Writes the generated `files` (name, text) to `OUT_DIR`, and, with
 /// `<PREFIX>_REGENERATE` set, to `src/pregenerated/` with a `VERSION` file
 /// naming the library version they come from.
+///
+/// # Panics
+/// Outside a build script (no `OUT_DIR` or `CARGO_MANIFEST_DIR`), or when a
+/// file cannot be written to `OUT_DIR` (or to `src/pregenerated/`).
 pub fn write_bindings(lib: &Library, found: &Found, files: &[(&str, &str)]) {
     let out = out_dir();
     for (name, text) in files {
@@ -386,6 +399,11 @@ pub fn assert_pregenerated_current() {
 /// Compiles the shim that [`generate`] wrote and the ABI probe into one
 /// archive linked into the crate, and writes the Rust side of the ABI
 /// check (`abi_check.rs` in `OUT_DIR`, included by `tests/abi.rs`).
+///
+/// # Panics
+/// Outside a build script (no `OUT_DIR`), when `bindings` is not the Rust
+/// source [`generate`] returns, when a file cannot be written to `OUT_DIR`,
+/// or when the C compiler fails.
 pub fn compile(lib: &Library, found: &Found, bindings: &str) {
     let out = out_dir();
     let sym = lib.symbol_prefix();
