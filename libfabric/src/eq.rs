@@ -343,6 +343,14 @@ impl Default for EventBuf {
     }
 }
 
+impl fmt::Debug for EventBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventBuf")
+            .field("cm_data_capacity", &self.cm_capacity)
+            .finish_non_exhaustive()
+    }
+}
+
 impl EventBuf {
     /// Room for any event with up to [`DEFAULT_CM_DATA_CAPACITY`] bytes of
     /// connection data.
@@ -405,6 +413,14 @@ impl Default for ErrDataBuf {
     }
 }
 
+impl fmt::Debug for ErrDataBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ErrDataBuf")
+            .field("capacity", &self.data.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl ErrDataBuf {
     /// 4 KiB.
     ///
@@ -458,6 +474,7 @@ impl ErrDataBuf {
 
 /// A plain event entry (`struct fi_eq_entry`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Entry {
     /// The object the event is about.
     pub fid: Fid,
@@ -496,6 +513,7 @@ pub struct UnownedConnReq<'b> {
 
 /// `FI_CONNECTED` or `FI_SHUTDOWN`.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct CmEntry<'b> {
     /// The endpoint.
     pub fid: Fid,

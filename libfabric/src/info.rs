@@ -523,6 +523,7 @@ impl IntoIterator for InfoList {
 }
 
 /// Iterator over the entries of an [`InfoList`].
+#[derive(Debug)]
 pub struct InfoIter<'a> {
     next: Option<*const sys::fi_info>,
     _list: std::marker::PhantomData<&'a InfoList>,

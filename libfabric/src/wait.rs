@@ -275,7 +275,7 @@ pub(crate) mod sealed {
     pub trait Sealed {}
     /// Only this crate can make one: a public trait method that takes it
     /// cannot be called from outside (`CompletionEntry::take_context`).
-    #[derive(Clone, Copy)]
+    #[derive(Debug, Clone, Copy)]
     pub struct Token(pub(crate) ());
 }
 
