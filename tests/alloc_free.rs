@@ -191,8 +191,8 @@ fn pair() -> Pair {
     let addr = pep.local_addr().unwrap();
     let cinfo = info(
         hints()
-            .node(&addr.ip().to_string())
-            .service(&addr.port().to_string()),
+            .node(addr.ip().to_string())
+            .service(addr.port().to_string()),
     );
     let client_eq = fd_eq(&fabric);
     let client_cq = fd_cq(&domain);

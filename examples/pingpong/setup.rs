@@ -97,7 +97,7 @@ fn hints(opts: &Options) -> Res<Hints> {
         EpKind::Rdm => EpType::Rdm,
     };
     Ok(Hints::new()
-        .provider(&opts.provider_name())
+        .provider(opts.provider_name())
         .ep_type(ep)
         .caps(Caps::MSG))
 }

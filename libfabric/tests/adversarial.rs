@@ -342,7 +342,7 @@ fn an_event_buffer_too_small_for_connection_data_never_cuts_an_event() {
 fn listen_without_an_event_queue_is_refused() {
     skip_unless_msg!();
     let (fabric, _) = fabric();
-    let info = first(msg_hints().node(&node()).service("0").source(true));
+    let info = first(msg_hints().node(node()).service("0").source(true));
     let pep = PassiveEndpoint::open(&fabric, &info).unwrap();
     assert!(matches!(pep.listen(), Err(Error::State { .. })));
     let eq = fd_eq(&fabric);
@@ -746,8 +746,8 @@ fn a_passive_endpoint_outlives_the_info_it_was_opened_from() {
             .provider("sockets")
             .ep_type(EpType::Msg)
             .caps(Caps::MSG)
-            .node(&addr.ip().to_string())
-            .service(&addr.port().to_string()),
+            .node(addr.ip().to_string())
+            .service(addr.port().to_string()),
     );
     let ceq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd)).unwrap();
     let ccq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
@@ -1106,7 +1106,7 @@ fn sends_after_a_refused_connection_are_refused() {
         .local_addr()
         .unwrap()
         .port();
-    let info = first(msg_hints().node("127.0.0.1").service(&port.to_string()));
+    let info = first(msg_hints().node("127.0.0.1").service(port.to_string()));
     let eq = fd_eq(&fabric);
     let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
     let ep = Endpoint::open(&domain, &info).unwrap();

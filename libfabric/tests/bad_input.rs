@@ -36,7 +36,7 @@ fn strings_with_nul_bytes_are_refused() {
     for hints in [
         Hints::new().provider("tc\0p"),
         Hints::new().node("a\0b"),
-        Hints::new().service("1\02"),
+        Hints::new().service("1\0x"),
         Hints::new().fabric_name("f\0"),
         Hints::new().domain_name("\0"),
     ] {

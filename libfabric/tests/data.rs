@@ -203,7 +203,7 @@ fn rdm() -> (Fabric, Domain) {
     let hints = if prov == "shm" {
         hints
     } else {
-        hints.node(&node())
+        hints.node(node())
     };
     let info = info_for(&hints);
     let fabric = Fabric::open(&info).unwrap();

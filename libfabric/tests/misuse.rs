@@ -385,7 +385,7 @@ fn an_address_vector_stays_open_while_its_endpoint_uses_it() {
         .provider("tcp;ofi_rxm")
         .ep_type(EpType::Rdm)
         .caps(Caps::MSG | Caps::TAGGED)
-        .node(&node());
+        .node(node());
     if !is_tcp() {
         return; // the RDM provider is tcp;ofi_rxm here
     }

@@ -82,11 +82,7 @@ pub fn listener(fabric: &Fabric) -> (PassiveEndpoint, EventQueue) {
 
 /// The `fi_info` of an active endpoint that connects to `addr`.
 pub fn client_info(addr: SocketAddr) -> Info {
-    info_for(
-        &msg_hints()
-            .node(&addr.ip().to_string())
-            .service(&addr.port().to_string()),
-    )
+    info_for(&msg_hints().node(addr.ip().to_string()).service(addr.port()))
 }
 
 /// An event copied out of its buffer.

@@ -37,7 +37,7 @@ pub fn is_tcp() -> bool {
 /// Fails with a message that says what is missing, never skips.
 pub fn msg_hints() -> Hints {
     Hints::new()
-        .provider(&provider())
+        .provider(provider())
         .ep_type(EpType::Msg)
         .caps(Caps::MSG)
         .cq_data_size(if is_iwarp() { 0 } else { 4 })
@@ -79,14 +79,14 @@ pub fn provider_hints() -> Hints {
         msg_hints()
     } else {
         Hints::new()
-            .provider(&provider())
+            .provider(provider())
             .ep_type(EpType::Rdm)
             .caps(Caps::MSG | Caps::TAGGED)
     };
     if provider() == "shm" {
         hints
     } else {
-        hints.node(&node())
+        hints.node(node())
     }
 }
 
@@ -305,8 +305,8 @@ pub fn client_info(pep: &PassiveEndpoint) -> Info {
     let addr = pep.local_addr().expect("listener address");
     info_for(
         &msg_hints()
-            .node(&addr.ip().to_string())
-            .service(&addr.port().to_string()),
+            .node(addr.ip().to_string())
+            .service(addr.port().to_string()),
     )
 }
 
