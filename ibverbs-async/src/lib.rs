@@ -78,7 +78,7 @@
 //! | Posting a receive to a QP attached to an SRQ (`ibv_post_recv(3)`: use `ibv_post_srq_recv`), a region of another PD, a range outside the region, arming a CQ without a channel | [`Error::InvalidArgument`] / [`Error::OutOfBounds`] before libibverbs is called | `rxe_events::srq_limit_reached_when_an_armed_srq_falls_below_its_limit`; `rxe_completions::input_errors_are_typed` |
 //! | Posting a send before the QP is connected (rxe and siw queue it, then report the failed doorbell: the call says it failed, yet the send goes out once the QP reaches RTS), or a receive on a QP in RESET (siw queues it) | [`Qp::post_send`] needs a QP this crate moved to RTS (or on to SQD or ERR), [`Qp::post_recv`] one out of RESET: [`Error::InvalidArgument`] before libibverbs is called, and no post overlaps a state change | `rxe_completions::a_send_refused_before_the_connection_never_goes_out`; `rxe_completions::input_errors_are_typed` |
 //! | Connection attributes wider than the InfiniBand fields they fill (a PSN over 24 bits, an ACK timeout over 31, retry counts over 7, an RNR timer code over 31: libibverbs passes them on, rxe keeps a retry count of 200 as 200 retries); access flags no verb names ([`AccessFlags::from_bits_retain`]); remote write or atomics on a region without local write (`ibv_reg_mr(3)`: "must be set too") | [`Error::InvalidArgument`] before libibverbs is called | unit tests of `qp.rs` and `mr.rs`; `rxe_completions::input_errors_are_typed` |
-//! | Sizes and ranges no device or allocation can hold: a region of 2^50 bytes, a range that ends before it starts, a queue of 2^32 entries, capacities over the C `int` | [`Pd::reg_mr`] allocates fallibly ([`Error::OutOfMemory`], no abort), every range is checked before it reaches an allocation or a work request ([`Error::OutOfBounds`], also for a reversed range), counts that do not fit the C type are [`Error::InvalidArgument`], and the device's own refusals are [`Error::Verbs`] | `rxe_sizes` (property tests over lengths, offsets, ranges, CQ, SRQ and QP sizes on rxe and siw, also under valgrind); unit tests of `mr.rs` |
+//! | Sizes and ranges no device or allocation can hold: a region of 2^50 bytes, a range that ends before it starts, a queue of 2^32 entries, capacities over the C `int` | [`Pd::reg_mr`] allocates fallibly ([`Error::OutOfMemory`], no abort), every range is checked before it reaches an allocation or a work request ([`Error::OutOfBounds`], also for a reversed range), counts that do not fit the C type are [`Error::InvalidArgument`], and the device's own refusals are [`Error::Call`] | `rxe_sizes` (property tests over lengths, offsets, ranges, CQ, SRQ and QP sizes on rxe and siw, also under valgrind); unit tests of `mr.rs` |
 //!
 //! Every C call the crate makes, with the preconditions its manual page
 //! leaves to the caller and how each is met, is listed in [`preconditions`].
@@ -119,6 +119,7 @@
 //! # Ok(()) }
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_debug_implementations)]
 mod attr;
 mod channel;
 mod context;
@@ -144,12 +145,14 @@ pub use channel::CompChannel;
 pub use context::Context;
 pub use cq::{Cq, WcOpcode, WcStatus, WorkCompletion, CQ_EVENT_ACK_BATCH};
 pub use device::{devices, Device, DeviceList};
-pub use error::{Error, Result};
-pub use event::{AsyncEvent, AsyncEventInfo, Element, ElementId, ElementKind, EventType};
-pub use fd::EventFd;
+pub use error::{Errno, Error, ObjectKind, Result};
+pub use event::{
+    AsyncEvent, AsyncEventInfo, Element, ElementId, ElementKind, EventType, OwnedAsyncEvent,
+};
+pub use fd::{EventFd, Stopper, Wait};
 pub use mr::{AccessFlags, Mr, RemoteAddr};
 pub use pd::Pd;
-pub use qp::{ConnectOptions, Endpoint, Qp, QpCap, QpInit, QpState, SendRequest};
+pub use qp::{ConnectOptions, Endpoint, Qp, QpCap, QpInit, QpState, RecvRequest, SendRequest};
 pub use registry::ObjectId;
 pub use srq::{Srq, SrqAttr};
 

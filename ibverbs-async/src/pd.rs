@@ -7,8 +7,8 @@ use std::sync::Arc;
 use libibverbs_sys as sys;
 
 use crate::context::{Context, ContextInner};
-use crate::error::{check_ptr, check_rc, Error, Result};
-use crate::registry::{destroy_arc, Destroy, ObjectId};
+use crate::error::{check_ptr, check_rc, ObjectKind, Result};
+use crate::registry::{handle, Describe, Destroy, ObjectId};
 
 pub(crate) struct PdInner {
     raw: NonNull<sys::ibv_pd>,
@@ -46,7 +46,7 @@ impl Drop for PdInner {
 }
 
 impl Destroy for PdInner {
-    const NAME: &'static str = "protection domain";
+    const KIND: ObjectKind = ObjectKind::ProtectionDomain;
 
     fn destroy_now(&mut self) -> Result<()> {
         // SAFETY: as in Drop.
@@ -70,6 +70,9 @@ pub struct Pd {
 
 impl Context {
     /// Allocates a protection domain (`ibv_alloc_pd()`).
+    ///
+    /// # Errors
+    /// [`Error::Call`](crate::Error::Call) when libibverbs fails.
     #[doc(alias = "ibv_alloc_pd")]
     pub fn alloc_pd(&self) -> Result<Pd> {
         // SAFETY: ibv_alloc_pd(3) takes a valid context; NULL with errno on
@@ -89,39 +92,24 @@ impl Context {
 }
 
 impl Pd {
-    /// The PD's identity.
-    pub fn id(&self) -> ObjectId {
-        self.inner.id
-    }
-
     /// The context the PD belongs to.
+    #[must_use]
     pub fn context(&self) -> Context {
         Context {
             inner: Arc::clone(&self.inner.ctx),
         }
     }
-
-    /// Deallocates the PD now (`ibv_dealloc_pd()`), reporting its error.
-    ///
-    /// Fails with [`Error::InUse`], handing the PD back, while clones or
-    /// objects created from it remain.
-    #[doc(alias = "ibv_dealloc_pd")]
-    pub fn dealloc(self) -> std::result::Result<(), (Pd, Error)> {
-        destroy_arc(self.inner).map_err(|(inner, e)| (Pd { inner }, e))
-    }
 }
 
-impl fmt::Debug for Pd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pd")
-            .field("id", &self.inner.id)
-            .field("device", &self.inner.ctx_name())
-            .finish()
-    }
+handle! {
+    Pd(PdInner), what = "protection domain",
+    /// Deallocates the PD now (`ibv_dealloc_pd()`). Fails while objects
+    /// created from it remain.
+    fn dealloc = "ibv_dealloc_pd"
 }
 
-impl PdInner {
-    fn ctx_name(&self) -> &str {
-        self.ctx.name()
+impl Describe for PdInner {
+    fn describe(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("device", &self.ctx.name());
     }
 }
