@@ -372,3 +372,39 @@ impl std::fmt::Debug for CqEvents {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registering_without_a_runtime_or_its_io_driver_is_an_error() {
+        let (r, _w) = nix::unistd::pipe().unwrap();
+        let err = register("AsyncEvents::new", r.as_fd()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::State {
+                    call: "AsyncEvents::new",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        let no_io = ::tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let guard = no_io.enter();
+        let err = register("CqEvents::new", r.as_fd()).unwrap_err();
+        assert!(err.to_string().contains("no IO driver"), "{err}");
+        drop(guard);
+
+        let rt = ::tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        register("CqEvents::new", r.as_fd()).unwrap();
+    }
+}

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use common::{connect, end, open, opts, poll_n, watchdog, End, ACCESS, WAIT};
 use ibverbs_async::{
     tokio::CqEvents, AccessFlags, Context, Error, GidType, LinkLayer, Mtu, ObjectKind, PortState,
-    QpCap, QpInit, QpState, RecvRequest, SendRequest, WcOpcode, WcStatus, CQ_EVENT_ACK_BATCH,
+    QpCap, QpInit, QpState, RecvRequest, SendRequest, Stopper, Wait, WcOpcode, WcStatus,
+    CQ_EVENT_ACK_BATCH,
 };
 
 fn send_recv_and_rdma(a: &mut End, b: &mut End) {
@@ -494,4 +495,161 @@ fn regions_stay_registered_while_a_queue_holds_them() {
     assert!(poll_n(&a.cq, 1)[0].is_success());
     let _w = watchdog("teardown", WAIT);
     qp.destroy().unwrap();
+}
+
+#[test]
+fn poll_returns_the_filled_part_of_the_buffer() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let (a, b) = (end(&ctx), end(&ctx));
+    connect(&a.qp, &ctx, &b.qp, &ctx);
+    for i in 0..3u64 {
+        b.qp.post_recv(
+            &RecvRequest::new(&b.mr, 64 * i as usize..64 * (i as usize + 1)).wr_id(10 + i),
+        )
+        .unwrap();
+    }
+    for i in 0..3u64 {
+        a.qp.post_send(&SendRequest::send(&a.mr, 0..8).wr_id(i))
+            .unwrap();
+    }
+    assert_eq!(poll_n(&a.cq, 3).len(), 3);
+    // The receives completed before the sends were acknowledged; give a
+    // slow guest some room all the same.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut buf = [ibverbs_async::WorkCompletion::default(); 2];
+    let first = b.cq.poll(&mut buf).unwrap();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(
+        first.iter().map(|wc| wc.wr_id()).collect::<Vec<_>>(),
+        [10, 11]
+    );
+    let second = b.cq.poll(&mut buf).unwrap();
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0].wr_id(), 12);
+    assert!(second[0].is_success());
+    assert!(b.cq.poll(&mut buf).unwrap().is_empty());
+    // An empty buffer reads nothing.
+    assert!(b.cq.poll(&mut []).unwrap().is_empty());
+}
+
+#[test]
+fn poll_cq_arms_polls_and_waits_without_losing_a_completion() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq_with_channel(64, &channel, 0).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let qp = pd
+        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap::new(16, 32)))
+        .unwrap();
+    let b = std::sync::Arc::new(end(&ctx));
+    connect(&b.qp, &ctx, &qp, &ctx);
+    let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    let plain = ctx.create_cq(4).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    const ROUNDS: u64 = 80;
+    rt.block_on(async {
+        let events = CqEvents::new(&channel).unwrap();
+        let mut wc = [ibverbs_async::WorkCompletion::default(); 8];
+        // Misuse is refused before anything is armed or read.
+        let err = events.poll_cq(&plain, &mut wc).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        let err = events.poll_cq(&cq, &mut []).await.unwrap_err();
+        assert!(matches!(err, Error::BufferTooSmall { .. }), "{err}");
+
+        let mut received = Vec::new();
+        for round in 0..ROUNDS {
+            qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(round))
+                .unwrap();
+            let mut late_sender = None;
+            match round % 3 {
+                // The completion is already there: the first poll finds it.
+                0 => {
+                    b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                // It arrives while the call waits for the channel's event.
+                1 => {
+                    let b = std::sync::Arc::clone(&b);
+                    late_sender = Some(std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(30));
+                        b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+                            .unwrap();
+                    }));
+                }
+                // Around the arming: whichever side of it, one call gets it.
+                _ => {
+                    b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+                        .unwrap();
+                }
+            }
+            let got = tokio::time::timeout(WAIT, events.poll_cq(&cq, &mut wc))
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: no completion within {WAIT:?}"))
+                .unwrap();
+            assert!(!got.is_empty());
+            if let Some(sender) = late_sender {
+                sender.join().unwrap();
+            }
+            received.extend(got.iter().map(|wc| {
+                assert!(wc.is_success(), "{}", wc.status_str());
+                wc.wr_id()
+            }));
+        }
+        assert_eq!(received, (0..ROUNDS).collect::<Vec<_>>());
+        // Events are acknowledged in batches: fewer than one batch is
+        // still counted.
+        assert!(cq.unacked_cq_events() < CQ_EVENT_ACK_BATCH);
+    });
+    let _w = watchdog("destroying after poll_cq", WAIT);
+    drop(qp);
+    drop(cq);
+}
+
+#[test]
+fn a_stopper_ends_a_blocked_cq_event_wait_without_losing_the_event() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq_with_channel(16, &channel, 0).unwrap();
+    let stopper = Stopper::new().unwrap();
+    let start = Instant::now();
+    let stopped = std::thread::scope(|s| {
+        let waiter = s.spawn(|| channel.wait_cq_event(&stopper, None).unwrap().is_stopped());
+        std::thread::sleep(Duration::from_millis(200));
+        stopper.stop().unwrap();
+        waiter.join().unwrap()
+    });
+    assert!(stopped);
+    assert!(start.elapsed() < WAIT);
+
+    // An event that arrives while stopped stays in the channel for the
+    // next wait.
+    let pd = ctx.alloc_pd().unwrap();
+    let qp = pd
+        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap::new(4, 4)))
+        .unwrap();
+    let b = end(&ctx);
+    connect(&b.qp, &ctx, &qp, &ctx);
+    let mr = pd.reg_mr(64, ACCESS).unwrap();
+    qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(5))
+        .unwrap();
+    cq.req_notify(false).unwrap();
+    b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+        .unwrap();
+    assert!(channel.fd().wait_readable(Some(WAIT)).unwrap());
+    assert!(channel.wait_cq_event(&stopper, None).unwrap().is_stopped());
+    stopper.reset().unwrap();
+    let Wait::Ready(ev_cq) = channel.wait_cq_event(&stopper, Some(WAIT)).unwrap() else {
+        panic!("the event was lost");
+    };
+    assert!(ev_cq.same_as(&cq));
+    assert_eq!(poll_n(&cq, 1)[0].wr_id(), 5);
+    let _w = watchdog("destroying after a stopped wait", WAIT);
+    drop((qp, ev_cq, cq));
 }

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use common::{
     connect, drain_events, end, ip, ip_quiet, open, poll_n, wait_event, wait_port_ready, watchdog,
-    ACCESS, WAIT,
+    End, ACCESS, WAIT,
 };
 use ibverbs_async::{
     test_hooks, tokio::AsyncEvents, AsyncEventInfo, Context, Cq, Element, ElementId, EventType, Mr,
-    ObjectKind, Pd, Qp, QpCap, QpInit, QpState, RecvRequest, SendRequest,
+    ObjectKind, Pd, Qp, QpCap, QpInit, QpState, RecvRequest, SendRequest, Stopper, Wait,
 };
 
 /// A loopback connection on one context whose sender's send CQ is tiny and
@@ -588,4 +588,154 @@ fn tokio_async_events_next_and_stream() {
             }
         );
     });
+}
+
+#[test]
+fn an_owned_event_moves_into_a_spawned_task_and_holds_its_objects() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    drain_events(&ctx);
+    let (a, b) = (end(&ctx), end(&ctx));
+    connect(&a.qp, &ctx, &b.qp, &ctx);
+    a.qp.modify_to_sqd(true).unwrap();
+    let event = wait_event(&ctx, "SQ_DRAINED", |e| {
+        e.event_type() == EventType::SqDrained
+    })
+    .into_owned();
+    assert!(event.context().same_as(&ctx));
+    assert!(event.qp().unwrap().same_as(&a.qp));
+
+    // Like a borrowed event, the owned one holds its QP and its context.
+    let qp = a.qp.clone();
+    let (qp, err) = qp.destroy().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ibverbs_async::Error::InUse {
+                object: ObjectKind::QueuePair,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let (_clone, err) = ctx.clone().close().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ibverbs_async::Error::InUse {
+                object: ObjectKind::Context,
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // A task on another worker thread takes the event over and
+    // acknowledges it.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let info = {
+        let _w = watchdog("acknowledging an owned event in a spawned task", WAIT);
+        rt.block_on(tokio::spawn(async move { event.ack() }))
+            .unwrap()
+    };
+    assert_eq!(info.event_type, EventType::SqDrained);
+    assert_eq!(
+        info.element,
+        ElementId::Qp {
+            id: qp.id(),
+            qp_num: qp.qp_num()
+        }
+    );
+    // Nothing holds the QP but its handles now: the explicit destroy works.
+    let End { qp: a_qp, .. } = a;
+    drop(a_qp);
+    {
+        let _w = watchdog("destroying the QP after its event was acknowledged", WAIT);
+        qp.destroy().unwrap();
+    }
+    drop(b);
+}
+
+#[test]
+fn a_stopper_ends_a_blocked_async_event_wait() {
+    let ctx = open("rxe0");
+    drain_events(&ctx);
+    let stopper = Stopper::new().unwrap();
+    // Nothing pending: a timed wait times out.
+    assert!(matches!(
+        ctx.wait_async_event(&stopper, Some(Duration::from_millis(50)))
+            .unwrap(),
+        Wait::TimedOut
+    ));
+    let start = Instant::now();
+    let stopped = std::thread::scope(|s| {
+        let waiter = s.spawn(|| ctx.wait_async_event(&stopper, None).unwrap().is_stopped());
+        std::thread::sleep(Duration::from_millis(200));
+        stopper.stop().unwrap();
+        waiter.join().unwrap()
+    });
+    assert!(stopped);
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(200) && took < WAIT,
+        "{took:?}"
+    );
+    // A stop made before the call ends the next wait at once; a reset one
+    // waits again.
+    assert!(ctx.wait_async_event(&stopper, None).unwrap().is_stopped());
+    stopper.reset().unwrap();
+    assert!(matches!(
+        ctx.wait_async_event(&stopper, Some(Duration::from_millis(20)))
+            .unwrap(),
+        Wait::TimedOut
+    ));
+}
+
+#[test]
+fn tokio_constructors_outside_a_runtime_are_errors() {
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    // No runtime at all.
+    let err = AsyncEvents::new(&ctx).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ibverbs_async::Error::State {
+                call: "AsyncEvents::new",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = ibverbs_async::tokio::CqEvents::new(&channel).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ibverbs_async::Error::State {
+                call: "CqEvents::new",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A runtime without its IO driver.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let err = AsyncEvents::new(&ctx).unwrap_err();
+    assert!(err.to_string().contains("IO driver"), "{err}");
+    drop(_guard);
+    // With one, it works.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    AsyncEvents::new(&ctx).unwrap();
+    ibverbs_async::tokio::CqEvents::new(&channel).unwrap();
 }
