@@ -122,12 +122,18 @@ pub fn rerun_if_changed(lib: &Library) {
 
 /// Whether this is a documentation build without native libraries (docs.rs
 /// sets `DOCS_RS`).
+#[must_use]
 pub fn docs_rs() -> bool {
     env::var_os("DOCS_RS").is_some()
 }
 
 /// Copies the checked-in bindings `files` from `src/pregenerated/` into
 /// `OUT_DIR` and returns the first one's text. Links nothing.
+///
+/// # Panics
+/// Fails the build (a build script's way to report) when a file cannot be
+/// copied or read.
+#[must_use]
 pub fn use_pregenerated(files: &[&str]) -> String {
     let dir = pregenerated_dir();
     for file in files {
@@ -140,6 +146,10 @@ pub fn use_pregenerated(files: &[&str]) -> String {
 /// Finds `lib` with pkg-config (emitting its link lines) and its headers,
 /// and checks that bindgen can load libclang. Fails the build with an
 /// install hint when something is missing.
+///
+/// # Panics
+/// That is how the build fails: with the install hint as the message.
+#[must_use]
 pub fn probe(lib: &Library) -> Found {
     check_libclang(lib);
     let mut cfg = pkg_config::Config::new();
@@ -248,6 +258,10 @@ fn check_libclang(lib: &Library) {
 /// absolute paths, so that the shim includes exactly the headers the
 /// bindings came from), writing the shim's C source to `OUT_DIR`.
 /// `callbacks` types the macros.
+///
+/// # Panics
+/// Fails the build when bindgen fails or `OUT_DIR` cannot be written.
+#[must_use]
 pub fn generate(
     lib: &Library,
     found: &Found,
@@ -308,6 +322,9 @@ pub fn generate(
 /// Writes the generated `files` (name, text) to `OUT_DIR`, and, with
 /// `<PREFIX>_REGENERATE` set, to `src/pregenerated/` with a `VERSION` file
 /// naming the library version they come from.
+///
+/// # Panics
+/// Fails the build when a file cannot be written.
 pub fn write_bindings(lib: &Library, found: &Found, files: &[(&str, &str)]) {
     let out = out_dir();
     for (name, text) in files {
@@ -382,6 +399,9 @@ pub fn assert_pregenerated_current() {
 /// Compiles the shim that [`generate`] wrote and the ABI probe into one
 /// archive linked into the crate, and writes the Rust side of the ABI
 /// check (`abi_check.rs` in `OUT_DIR`, included by `tests/abi.rs`).
+///
+/// # Panics
+/// Fails the build when the C compiler fails or a file cannot be written.
 pub fn compile(lib: &Library, found: &Found, bindings: &str) {
     let out = out_dir();
     let sym = lib.symbol_prefix();
