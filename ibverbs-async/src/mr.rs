@@ -81,8 +81,11 @@ impl MrInner {
     /// The scatter/gather entry for `range`, checked against the region.
     pub(crate) fn sge(&self, range: &Range<usize>) -> Result<sys::ibv_sge> {
         let len = range_len(range, self.len)?;
-        let length = u32::try_from(len)
-            .map_err(|_| Error::invalid("a work request covers at most 4 GiB"))?;
+        let length = u32::try_from(len).map_err(|_| Error::TooLarge {
+            what: "bytes of one work request",
+            limit: u32::MAX as usize,
+            given: len,
+        })?;
         Ok(sys::ibv_sge {
             addr: self.addr() + range.start as u64,
             length,
@@ -171,17 +174,24 @@ fn check_range(what: &'static str, offset: usize, len: usize, size: usize) -> Re
     }
 }
 
+/// The error for a region no allocation can have (`Layout` takes at most
+/// `isize::MAX` bytes, rounded up to the alignment).
+fn too_large(len: usize) -> Error {
+    Error::TooLarge {
+        what: "bytes of a memory region",
+        limit: isize::MAX as usize - (ALIGN - 1),
+        given: len,
+    }
+}
+
 /// `len` zeroed, page-aligned bytes (rounded up to a page) for a region,
 /// or an error instead of aborting the process when they cannot be had.
 fn alloc_region(len: usize) -> Result<(NonNull<u8>, Layout)> {
     if len == 0 {
         return Err(Error::invalid("a memory region needs at least one byte"));
     }
-    let size = len
-        .checked_next_multiple_of(ALIGN)
-        .ok_or(Error::invalid("memory region too large"))?;
-    let layout = Layout::from_size_align(size, ALIGN)
-        .map_err(|_| Error::invalid("memory region too large"))?;
+    let size = len.checked_next_multiple_of(ALIGN).ok_or(too_large(len))?;
+    let layout = Layout::from_size_align(size, ALIGN).map_err(|_| too_large(len))?;
     // SAFETY: the layout has a non-zero size (len >= 1).
     let buf = unsafe { alloc_zeroed(layout) };
     let buf = NonNull::new(buf).ok_or(Error::OutOfMemory {
@@ -227,8 +237,9 @@ impl Pd {
     /// (`ibv_reg_mr()`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `len == 0` or a length no allocation
-    /// can have, for [`AccessFlags::REMOTE_WRITE`] or
+    /// [`Error::TooLarge`] for a length no allocation can have;
+    /// [`Error::InvalidArgument`] for `len == 0`, for
+    /// [`AccessFlags::REMOTE_WRITE`] or
     /// [`AccessFlags::REMOTE_ATOMIC`] without [`AccessFlags::LOCAL_WRITE`]
     /// (`ibv_reg_mr(3)`), or for flags this crate does not name;
     /// [`Error::OutOfMemory`] when the memory cannot be
@@ -467,7 +478,10 @@ mod tests {
         ));
         assert!(matches!(
             alloc_region(usize::MAX),
-            Err(Error::InvalidArgument(_))
+            Err(Error::TooLarge {
+                given: usize::MAX,
+                ..
+            })
         ));
         assert!(matches!(alloc_region(0), Err(Error::InvalidArgument(_))));
         let (buf, layout) = alloc_region(1).unwrap();

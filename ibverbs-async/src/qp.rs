@@ -680,8 +680,9 @@ impl Qp {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a field of `opts` or `remote.psn`
-    /// outside the width the InfiniBand specification gives it, or a GID
-    /// index above 255; [`Error::Call`] when the device refuses.
+    /// outside the width the InfiniBand specification gives it;
+    /// [`Error::TooLarge`] for a GID index above 255; [`Error::Call`] when
+    /// the device refuses.
     pub fn modify_to_rtr(&self, opts: &ConnectOptions, remote: &Endpoint) -> Result<()> {
         opts.check()?;
         if remote.psn > MAX_PSN {
@@ -689,8 +690,11 @@ impl Qp {
                 "the remote PSN has 24 bits (at most 0xffffff)",
             ));
         }
-        let sgid_index = u8::try_from(opts.gid_index)
-            .map_err(|_| Error::invalid("GID index above 255 cannot be used in a path"))?;
+        let sgid_index = u8::try_from(opts.gid_index).map_err(|_| Error::TooLarge {
+            what: "GID index in a path",
+            limit: u8::MAX.into(),
+            given: opts.gid_index as usize,
+        })?;
         let mut attr = Self::zeroed_attr();
         attr.qp_state = sys::IBV_QPS_RTR;
         attr.path_mtu = opts.mtu.to_raw();
@@ -865,15 +869,17 @@ impl Qp {
         Ok(())
     }
 
-    /// Posts a receive of `range` of `mr` (`ibv_post_recv()`). The QP keeps
-    /// `mr` registered until it is destroyed.
+    /// Posts a receive (`ibv_post_recv()`). The QP keeps the request's
+    /// memory region registered until it is destroyed.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a QP attached to an SRQ (post to the
-    /// SRQ instead), an MR of another protection domain, or a QP still in
-    /// RESET (move it to INIT first: [`modify_to_init`](Qp::modify_to_init)
-    /// or [`connect`](Qp::connect)); [`Error::OutOfBounds`] if the range
-    /// does not fit (or ends before it starts).
+    /// SRQ instead) or an MR of another protection domain;
+    /// [`Error::State`] for a QP still in RESET (move it to INIT first:
+    /// [`modify_to_init`](Qp::modify_to_init) or [`connect`](Qp::connect));
+    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it
+    /// starts); [`Error::TooLarge`] for a range over 4 GiB;
+    /// [`Error::Call`] when posting fails (e.g. the receive queue is full).
     #[doc(alias = "ibv_post_recv")]
     pub fn post_recv(&self, req: &RecvRequest<'_>) -> Result<()> {
         if self.inner.srq.is_some() {
@@ -905,13 +911,13 @@ impl Qp {
     /// request's memory region registered until it is destroyed.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an MR of another protection domain,
-    /// or a QP this crate has not moved to RTS (connect it first: a send
-    /// posted before then is refused by rxe and siw only after they queued
-    /// it, and it would go out once the QP is connected);
-    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it
-    /// starts); [`Error::Call`] when posting fails (e.g. the send queue is
-    /// full).
+    /// [`Error::InvalidArgument`] for an MR of another protection domain;
+    /// [`Error::State`] for a QP this crate has not moved to RTS (connect
+    /// it first: a send posted before then is refused by rxe and siw only
+    /// after they queued it, and it would go out once the QP is
+    /// connected); [`Error::OutOfBounds`] if the range does not fit (or
+    /// ends before it starts); [`Error::TooLarge`] for a range over 4 GiB;
+    /// [`Error::Call`] when posting fails (e.g. the send queue is full).
     #[doc(alias = "ibv_post_send")]
     pub fn post_send(&self, req: &SendRequest<'_>) -> Result<()> {
         self.check_mr(req.mr)?;

@@ -155,13 +155,15 @@ impl Pd {
 }
 
 impl Srq {
-    /// Posts a receive of `range` of `mr` (`ibv_post_srq_recv()`). The SRQ
-    /// keeps `mr` registered until it is destroyed.
+    /// Posts a receive (`ibv_post_srq_recv()`). The SRQ keeps the
+    /// request's memory region registered until it is destroyed.
     ///
     /// # Errors
     /// [`Error::OutOfBounds`] if the range does not fit the region,
-    /// [`Error::InvalidArgument`] if `mr` belongs to another protection
-    /// domain, [`Error::Call`] if posting fails (e.g. the SRQ is full).
+    /// [`Error::TooLarge`] for a range over 4 GiB,
+    /// [`Error::InvalidArgument`] if the region belongs to another
+    /// protection domain, [`Error::Call`] if posting fails (e.g. the SRQ is
+    /// full).
     #[doc(alias = "ibv_post_srq_recv")]
     pub fn post_recv(&self, req: &RecvRequest<'_>) -> Result<()> {
         if !Arc::ptr_eq(&req.mr.inner.pd, &self.inner.pd) {
