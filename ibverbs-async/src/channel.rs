@@ -109,16 +109,10 @@ impl ChannelInner {
 
 impl Drop for ChannelInner {
     fn drop(&mut self) {
-        if !self.dead {
-            // SAFETY: CQs using the channel hold an Arc of this value, so
-            // none is left (one that could not be destroyed keeps an Arc for
-            // ever); called once.
-            let rc = unsafe { sys::ibv_destroy_comp_channel(self.raw()) };
-            if rc != 0 {
-                // Still open: keep the context open for ever rather than
-                // close it under the channel.
-                std::mem::forget(Arc::clone(&self.ctx));
-            }
+        if !self.dead && self.destroy_now().is_err() {
+            // Still open: keep the context open for ever rather than close
+            // it under the channel. Drop cannot report the error.
+            std::mem::forget(Arc::clone(&self.ctx));
         }
     }
 }
@@ -127,7 +121,9 @@ impl Destroy for ChannelInner {
     const KIND: ObjectKind = ObjectKind::CompletionChannel;
 
     fn destroy_now(&mut self) -> Result<()> {
-        // SAFETY: as in Drop.
+        // SAFETY: CQs using the channel hold an Arc of this value, so none
+        // is left (one that could not be destroyed keeps an Arc for ever);
+        // called once: `dead` is set after success, and Drop skips it then.
         check_rc("ibv_destroy_comp_channel", unsafe {
             sys::ibv_destroy_comp_channel(self.raw())
         })?;

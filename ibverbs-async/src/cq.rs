@@ -90,10 +90,7 @@ impl CqInner {
 
 impl Drop for CqInner {
     fn drop(&mut self) {
-        if !self.dead {
-            let _ = self.destroy_raw();
-        }
-        if !self.dead {
+        if !self.dead && self.destroy_raw().is_err() {
             // Still alive: keep its context and channel open for ever
             // rather than close them under it.
             std::mem::forget(Arc::clone(&self.ctx));

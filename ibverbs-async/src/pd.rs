@@ -31,16 +31,10 @@ impl PdInner {
 
 impl Drop for PdInner {
     fn drop(&mut self) {
-        if !self.dead {
-            // SAFETY: MRs, QPs and SRQs of this PD hold an Arc of it, so none
-            // is left (one that could not be destroyed keeps an Arc for
-            // ever); called once.
-            let rc = unsafe { sys::ibv_dealloc_pd(self.raw()) };
-            if rc != 0 {
-                // Still allocated: keep the context open for ever rather
-                // than close it under the PD. Drop cannot report the error.
-                std::mem::forget(Arc::clone(&self.ctx));
-            }
+        if !self.dead && self.destroy_now().is_err() {
+            // Still allocated: keep the context open for ever rather than
+            // close it under the PD. Drop cannot report the error.
+            std::mem::forget(Arc::clone(&self.ctx));
         }
     }
 }
@@ -49,7 +43,9 @@ impl Destroy for PdInner {
     const KIND: ObjectKind = ObjectKind::ProtectionDomain;
 
     fn destroy_now(&mut self) -> Result<()> {
-        // SAFETY: as in Drop.
+        // SAFETY: MRs, QPs and SRQs of this PD hold an Arc of it, so none is
+        // left (one that could not be destroyed keeps an Arc for ever);
+        // called once: `dead` is set after success, and Drop skips it then.
         check_rc("ibv_dealloc_pd", unsafe { sys::ibv_dealloc_pd(self.raw()) })?;
         self.dead = true;
         Ok(())

@@ -72,10 +72,7 @@ impl QpInner {
 
 impl Drop for QpInner {
     fn drop(&mut self) {
-        if !self.dead {
-            let _ = self.destroy_raw();
-        }
-        if !self.dead {
+        if !self.dead && self.destroy_raw().is_err() {
             // Still alive: the device may use its regions, and the QP its
             // CQs, SRQ and PD: keep them all for ever rather than destroy
             // them under it.

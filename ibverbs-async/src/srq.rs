@@ -58,10 +58,7 @@ impl SrqInner {
 
 impl Drop for SrqInner {
     fn drop(&mut self) {
-        if !self.dead {
-            let _ = self.destroy_raw();
-        }
-        if !self.dead {
+        if !self.dead && self.destroy_raw().is_err() {
             // Still alive: the device may use its regions, and the SRQ its
             // PD: keep them for ever rather than free them under it.
             self.mrs.leak();
