@@ -26,6 +26,7 @@
 //! [`Error::InUse`] until it is dropped.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use libibverbs_sys as sys;
@@ -35,7 +36,7 @@ use crate::cq::Cq;
 use crate::error::{check_minus_one, Errno, Error, Result};
 use crate::fd::{wait_readable, Deadline, EventFd, Stopper, Wait};
 use crate::qp::Qp;
-use crate::registry::{Lookup, ObjectId};
+use crate::registry::{Lookup, ObjectId, Table};
 use crate::srq::Srq;
 
 /// The type of an asynchronous event (`enum ibv_event_type`).
@@ -448,6 +449,32 @@ impl EventCore {
     }
 }
 
+impl EventCore {
+    /// Resolves the address of a CQ, QP or SRQ through its table: a live
+    /// object is held by the event (`live`); one whose last handle is gone
+    /// has its destroy waiting, on another thread, for this very
+    /// acknowledgement, so the event is acknowledged at once, after `dying`
+    /// read what identifies the object.
+    fn track<T>(
+        &mut self,
+        table: &Table<T>,
+        key: usize,
+        kind: ElementKind,
+        live: impl FnOnce(Arc<T>) -> Element,
+        dying: impl FnOnce(ObjectId) -> ElementId,
+    ) -> Element {
+        match table.lookup(key) {
+            Lookup::Live(object) => live(object),
+            Lookup::Dying(id) => {
+                let id = dying(id);
+                self.ack_now();
+                Element::Destroyed(id)
+            }
+            Lookup::Missing => Element::Untracked(kind),
+        }
+    }
+}
+
 impl Drop for EventCore {
     fn drop(&mut self) {
         self.ack_now();
@@ -665,40 +692,40 @@ fn resolve(ctx: &Context, raw: sys::ibv_async_event) -> EventCore {
         ElementKind::Cq => {
             // SAFETY: see above: a CQ event carries `cq`.
             let p = unsafe { raw.element.cq };
-            match inner.cqs.lookup(p as usize) {
-                Lookup::Live(cq) => Element::Cq(Cq { inner: cq }),
-                Lookup::Dying(id) => {
-                    event.ack_now();
-                    Element::Destroyed(ElementId::Cq { id })
-                }
-                Lookup::Missing => Element::Untracked(ElementKind::Cq),
-            }
+            event.track(
+                &inner.cqs,
+                p as usize,
+                ElementKind::Cq,
+                |cq| Element::Cq(Cq { inner: cq }),
+                |id| ElementId::Cq { id },
+            )
         }
         ElementKind::Qp => {
             // SAFETY: see above: a QP event carries `qp`.
             let p = unsafe { raw.element.qp };
-            match inner.qps.lookup(p as usize) {
-                Lookup::Live(qp) => Element::Qp(Qp { inner: qp }),
-                Lookup::Dying(id) => {
-                    // SAFETY: the QP is alive until acknowledged (now).
-                    let qp_num = unsafe { (*p).qp_num };
-                    event.ack_now();
-                    Element::Destroyed(ElementId::Qp { id, qp_num })
-                }
-                Lookup::Missing => Element::Untracked(ElementKind::Qp),
-            }
+            event.track(
+                &inner.qps,
+                p as usize,
+                ElementKind::Qp,
+                |qp| Element::Qp(Qp { inner: qp }),
+                |id| ElementId::Qp {
+                    id,
+                    // SAFETY: the QP is alive until the event is
+                    // acknowledged, which `track` does after this returns.
+                    qp_num: unsafe { (*p).qp_num },
+                },
+            )
         }
         ElementKind::Srq => {
             // SAFETY: see above: an SRQ event carries `srq`.
             let p = unsafe { raw.element.srq };
-            match inner.srqs.lookup(p as usize) {
-                Lookup::Live(srq) => Element::Srq(Srq { inner: srq }),
-                Lookup::Dying(id) => {
-                    event.ack_now();
-                    Element::Destroyed(ElementId::Srq { id })
-                }
-                Lookup::Missing => Element::Untracked(ElementKind::Srq),
-            }
+            event.track(
+                &inner.srqs,
+                p as usize,
+                ElementKind::Srq,
+                |srq| Element::Srq(Srq { inner: srq }),
+                |id| ElementId::Srq { id },
+            )
         }
         ElementKind::Wq => {
             // SAFETY: see above: a WQ event carries `wq`, alive until
