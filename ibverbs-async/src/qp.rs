@@ -924,9 +924,10 @@ impl Qp {
         // RTS, or where the crate moved it from RTS (SQD queues sends until
         // RTS again, ERR flushes them).
         if !matches!(*state, QpState::Rts | QpState::Sqd | QpState::Err) {
-            return Err(Error::invalid(
-                "the QP is not connected: sends need it in RTS",
-            ));
+            return Err(Error::State {
+                call: "ibv_post_send",
+                reason: "the QP is not connected: sends need it in RTS",
+            });
         }
         self.inner.mrs.hold(&req.mr.inner);
         // SAFETY: ibv_send_wr is plain data (pointers and integers in unions);

@@ -639,7 +639,7 @@ fn an_owned_event_moves_into_a_spawned_task_and_holds_its_objects() {
         .unwrap();
     let info = {
         let _w = watchdog("acknowledging an owned event in a spawned task", WAIT);
-        rt.block_on(tokio::spawn(async move { event.ack() }))
+        rt.block_on(async { tokio::spawn(async move { event.ack() }).await })
             .unwrap()
     };
     assert_eq!(info.event_type, EventType::SqDrained);
