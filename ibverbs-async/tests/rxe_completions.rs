@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use common::{connect, end, open, opts, poll_n, watchdog, End, ACCESS, WAIT};
 use ibverbs_async::{
-    tokio::CqEvents, AccessFlags, Context, Error, GidType, LinkLayer, Mtu, ObjectKind, PortState,
-    QpCap, QpInit, QpState, RecvRequest, SendRequest, Stopper, Wait, WcOpcode, WcStatus,
-    CQ_EVENT_ACK_BATCH,
+    tokio::CqEvents, AccessFlags, CompChannel, Context, Cq, Error, GidType, LinkLayer, Mr, Mtu,
+    ObjectKind, PortState, Qp, QpCap, QpInit, QpState, RecvRequest, SendRequest, Stopper, Wait,
+    WcOpcode, WcStatus, CQ_EVENT_ACK_BATCH,
 };
 
 fn send_recv_and_rdma(a: &mut End, b: &mut End) {
@@ -413,21 +413,48 @@ fn two_threads_on_one_completion_channel() {
     );
 }
 
-#[test]
-fn tokio_completion_events() {
-    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
-    use futures_core::Stream;
+/// A QP whose one CQ reports to a completion channel, connected to an
+/// [`End`] on the same device, with a 4 KiB region of the QP's PD.
+struct ChannelLink {
+    channel: CompChannel,
+    cq: Cq,
+    qp: Qp,
+    mr: Mr,
+    b: End,
+}
 
-    let ctx = open("rxe0");
+fn channel_link(ctx: &Context) -> ChannelLink {
     let channel = ctx.create_comp_channel().unwrap();
     let cq = ctx.create_cq_with_channel(64, &channel, 0).unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let qp = pd
         .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap::new(16, 32)))
         .unwrap();
-    let b = end(&ctx);
-    connect(&b.qp, &ctx, &qp, &ctx);
+    let b = end(ctx);
+    connect(&b.qp, ctx, &qp, ctx);
     let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    ChannelLink {
+        channel,
+        cq,
+        qp,
+        mr,
+        b,
+    }
+}
+
+#[test]
+fn tokio_completion_events() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    use futures_core::Stream;
+
+    let ctx = open("rxe0");
+    let ChannelLink {
+        channel,
+        cq,
+        qp,
+        mr,
+        b,
+    } = channel_link(&ctx);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -537,15 +564,14 @@ fn poll_returns_the_filled_part_of_the_buffer() {
 fn poll_cq_arms_polls_and_waits_without_losing_a_completion() {
     skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
-    let channel = ctx.create_comp_channel().unwrap();
-    let cq = ctx.create_cq_with_channel(64, &channel, 0).unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let qp = pd
-        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap::new(16, 32)))
-        .unwrap();
-    let b = std::sync::Arc::new(end(&ctx));
-    connect(&b.qp, &ctx, &qp, &ctx);
-    let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    let ChannelLink {
+        channel,
+        cq,
+        qp,
+        mr,
+        b,
+    } = channel_link(&ctx);
+    let b = std::sync::Arc::new(b);
     let plain = ctx.create_cq(4).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -615,8 +641,13 @@ fn poll_cq_arms_polls_and_waits_without_losing_a_completion() {
 fn a_stopper_ends_a_blocked_cq_event_wait_without_losing_the_event() {
     skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
-    let channel = ctx.create_comp_channel().unwrap();
-    let cq = ctx.create_cq_with_channel(16, &channel, 0).unwrap();
+    let ChannelLink {
+        channel,
+        cq,
+        qp,
+        mr,
+        b,
+    } = channel_link(&ctx);
     let stopper = Stopper::new().unwrap();
     let start = Instant::now();
     let stopped = std::thread::scope(|s| {
@@ -630,13 +661,6 @@ fn a_stopper_ends_a_blocked_cq_event_wait_without_losing_the_event() {
 
     // An event that arrives while stopped stays in the channel for the
     // next wait.
-    let pd = ctx.alloc_pd().unwrap();
-    let qp = pd
-        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap::new(4, 4)))
-        .unwrap();
-    let b = end(&ctx);
-    connect(&b.qp, &ctx, &qp, &ctx);
-    let mr = pd.reg_mr(64, ACCESS).unwrap();
     qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(5))
         .unwrap();
     cq.req_notify(false).unwrap();

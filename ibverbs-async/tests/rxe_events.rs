@@ -11,8 +11,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use common::{
-    connect, drain_events, end, ip, ip_quiet, open, poll_n, wait_event, wait_port_ready, watchdog,
-    End, ACCESS, WAIT,
+    assert_in_use, connect, drain_events, end, ip, ip_quiet, open, poll_n, wait_event,
+    wait_port_ready, watchdog, End, ACCESS, WAIT,
 };
 use ibverbs_async::{
     test_hooks, tokio::AsyncEvents, AsyncEventInfo, Context, Cq, Element, ElementId, EventType, Mr,
@@ -223,17 +223,24 @@ fn cq_err_on_cq_overrun() {
     drop(o);
 }
 
+/// Two connected ends, the first moved to SQD with notification, and the
+/// `IBV_EVENT_SQ_DRAINED` event that names its QP.
+fn sq_drained(ctx: &Context) -> (End, End, ibverbs_async::AsyncEvent<'_>) {
+    drain_events(ctx);
+    let (a, b) = (end(ctx), end(ctx));
+    connect(&a.qp, ctx, &b.qp, ctx);
+    a.qp.modify_to_sqd(true).unwrap();
+    let ev = wait_event(ctx, "SQ_DRAINED", |e| {
+        e.event_type() == EventType::SqDrained
+    });
+    (a, b, ev)
+}
+
 #[test]
 fn sq_drained_when_a_qp_moves_to_sqd() {
     skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
-    drain_events(&ctx);
-    let (a, b) = (end(&ctx), end(&ctx));
-    connect(&a.qp, &ctx, &b.qp, &ctx);
-    a.qp.modify_to_sqd(true).unwrap();
-    let ev = wait_event(&ctx, "SQ_DRAINED", |e| {
-        e.event_type() == EventType::SqDrained
-    });
+    let (a, _b, ev) = sq_drained(&ctx);
     assert!(ev.qp().unwrap().same_as(&a.qp));
     assert_eq!(
         ev.info().element,
@@ -594,41 +601,17 @@ fn tokio_async_events_next_and_stream() {
 fn an_owned_event_moves_into_a_spawned_task_and_holds_its_objects() {
     skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
-    drain_events(&ctx);
-    let (a, b) = (end(&ctx), end(&ctx));
-    connect(&a.qp, &ctx, &b.qp, &ctx);
-    a.qp.modify_to_sqd(true).unwrap();
-    let event = wait_event(&ctx, "SQ_DRAINED", |e| {
-        e.event_type() == EventType::SqDrained
-    })
-    .into_owned();
+    let (a, b, event) = sq_drained(&ctx);
+    let event = event.into_owned();
     assert!(event.context().same_as(&ctx));
     assert!(event.qp().unwrap().same_as(&a.qp));
 
     // Like a borrowed event, the owned one holds its QP and its context.
     let qp = a.qp.clone();
     let (qp, err) = qp.destroy().unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ibverbs_async::Error::InUse {
-                object: ObjectKind::QueuePair,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_in_use(&err, ObjectKind::QueuePair);
     let (_clone, err) = ctx.clone().close().unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ibverbs_async::Error::InUse {
-                object: ObjectKind::Context,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_in_use(&err, ObjectKind::Context);
 
     // A task on another worker thread takes the event over and
     // acknowledges it.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ibverbs_async::{
-    AccessFlags, AsyncEvent, ConnectOptions, Context, Cq, Mr, Pd, PortState, Qp, QpCap, QpInit,
-    WorkCompletion,
+    AccessFlags, AsyncEvent, ConnectOptions, Context, Cq, Error, Mr, ObjectKind, Pd, PortState, Qp,
+    QpCap, QpInit, WorkCompletion,
 };
 
 /// Upper bound of every wait: rxe under TCG needs about a millisecond per
@@ -201,6 +201,15 @@ pub fn wait_port_ready(ctx: &Context) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Asserts that `err` is [`Error::InUse`] for an object of `kind`.
+#[track_caller]
+pub fn assert_in_use(err: &Error, kind: ObjectKind) {
+    assert!(
+        matches!(err, Error::InUse { object, .. } if *object == kind),
+        "expected the {kind} to be in use: {err}"
+    );
 }
 
 /// Polls `cq` until it gave `n` completions. Panics after [`WAIT`].
