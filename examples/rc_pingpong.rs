@@ -39,7 +39,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ibverbs_async::{
     AccessFlags, CompChannel, ConnectOptions, Context, Cq, DeviceList, Endpoint, Gid, Mr, Mtu, Qp,
-    QpCap, QpInit, SendRequest, WorkCompletion,
+    QpCap, QpInit, RecvRequest, SendRequest, WorkCompletion,
 };
 
 const USAGE: &str = "\
@@ -197,12 +197,7 @@ fn decode(msg: &[u8]) -> Result<Endpoint, String> {
     for (i, b) in gid.iter_mut().enumerate() {
         *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
     }
-    Ok(Endpoint {
-        qp_num,
-        psn,
-        lid,
-        gid: Gid(gid),
-    })
+    Ok(Endpoint::new(qp_num, psn, lid, Gid(gid)))
 }
 
 fn print_address(which: &str, ep: &Endpoint) {
@@ -272,13 +267,7 @@ impl Pingpong {
         }
         .map_err(|e| format!("couldn't create CQ: {e}"))?;
         let qp = pd
-            .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap {
-                max_send_wr: 1,
-                max_recv_wr: o.rx_depth,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            }))
+            .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap::new(1, o.rx_depth)))
             .map_err(|e| format!("couldn't create QP: {e}"))?;
         qp.modify_to_init(o.ib_port, AccessFlags::empty())
             .map_err(|e| format!("failed to modify QP to INIT: {e}"))?;
@@ -298,7 +287,7 @@ impl Pingpong {
         for i in 0..n {
             if self
                 .qp
-                .post_recv(&self.mr, 0..self.size, RECV_WRID)
+                .post_recv(&RecvRequest::new(&self.mr, 0..self.size).wr_id(RECV_WRID))
                 .is_err()
             {
                 return i;
@@ -432,12 +421,14 @@ fn run(o: &Options) -> Result<(), String> {
             pp.cq
                 .poll(&mut wc)
                 .map_err(|e| format!("poll CQ failed: {e}"))?
+                .len()
         } else {
             loop {
                 let ne = pp
                     .cq
                     .poll(&mut wc)
-                    .map_err(|e| format!("poll CQ failed: {e}"))?;
+                    .map_err(|e| format!("poll CQ failed: {e}"))?
+                    .len();
                 if ne > 0 {
                     break ne;
                 }

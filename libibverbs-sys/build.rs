@@ -32,7 +32,8 @@ impl ParseCallbacks for DefaultTypes {}
 fn main() {
     rdma_sys_build::rerun_if_changed(&LIBIBVERBS);
     if rdma_sys_build::docs_rs() {
-        // docs.rs has neither the library nor its headers.
+        // docs.rs has neither the library nor its headers. The bindings
+        // are copied to OUT_DIR; their text is not needed here.
         let _ = rdma_sys_build::use_pregenerated(&["verbs.rs"]);
         return;
     }

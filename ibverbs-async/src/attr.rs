@@ -14,6 +14,7 @@ pub struct DeviceAttr(pub(crate) sys::ibv_device_attr);
 
 impl DeviceAttr {
     /// Firmware version string.
+    #[must_use]
     pub fn fw_ver(&self) -> String {
         let bytes: Vec<u8> = self
             .0
@@ -25,70 +26,87 @@ impl DeviceAttr {
         String::from_utf8_lossy(&bytes).into_owned()
     }
     /// Node GUID, host byte order.
+    #[must_use]
     pub fn node_guid(&self) -> u64 {
         u64::from_be(self.0.node_guid)
     }
     /// Vendor ID (IEEE OUI).
+    #[must_use]
     pub fn vendor_id(&self) -> u32 {
         self.0.vendor_id
     }
     /// Vendor part ID.
+    #[must_use]
     pub fn vendor_part_id(&self) -> u32 {
         self.0.vendor_part_id
     }
     /// Largest memory region, in bytes.
+    #[must_use]
     pub fn max_mr_size(&self) -> u64 {
         self.0.max_mr_size
     }
     /// Maximum number of queue pairs.
+    #[must_use]
     pub fn max_qp(&self) -> u32 {
         nonneg(self.0.max_qp)
     }
     /// Maximum number of outstanding work requests on a queue.
+    #[must_use]
     pub fn max_qp_wr(&self) -> u32 {
         nonneg(self.0.max_qp_wr)
     }
     /// Maximum number of scatter/gather entries per work request.
+    #[must_use]
     pub fn max_sge(&self) -> u32 {
         nonneg(self.0.max_sge)
     }
     /// Maximum number of completion queues.
+    #[must_use]
     pub fn max_cq(&self) -> u32 {
         nonneg(self.0.max_cq)
     }
     /// Maximum number of entries of a completion queue.
+    #[must_use]
     pub fn max_cqe(&self) -> u32 {
         nonneg(self.0.max_cqe)
     }
     /// Maximum number of memory regions.
+    #[must_use]
     pub fn max_mr(&self) -> u32 {
         nonneg(self.0.max_mr)
     }
     /// Maximum number of protection domains.
+    #[must_use]
     pub fn max_pd(&self) -> u32 {
         nonneg(self.0.max_pd)
     }
     /// Maximum number of shared receive queues.
+    #[must_use]
     pub fn max_srq(&self) -> u32 {
         nonneg(self.0.max_srq)
     }
     /// Maximum number of work requests of a shared receive queue.
+    #[must_use]
     pub fn max_srq_wr(&self) -> u32 {
         nonneg(self.0.max_srq_wr)
     }
     /// Maximum number of scatter entries per SRQ work request.
+    #[must_use]
     pub fn max_srq_sge(&self) -> u32 {
         nonneg(self.0.max_srq_sge)
     }
     /// Maximum outstanding RDMA reads/atomics a QP can initiate.
+    #[must_use]
     pub fn max_qp_init_rd_atom(&self) -> u32 {
         nonneg(self.0.max_qp_init_rd_atom)
     }
     /// Maximum outstanding RDMA reads/atomics a QP can answer.
+    #[must_use]
     pub fn max_qp_rd_atom(&self) -> u32 {
         nonneg(self.0.max_qp_rd_atom)
     }
     /// Number of physical ports.
+    #[must_use]
     pub fn phys_port_cnt(&self) -> u8 {
         self.0.phys_port_cnt
     }
@@ -117,6 +135,7 @@ fn nonneg(v: libc::c_int) -> u32 {
 
 /// Logical port state (`enum ibv_port_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PortState {
     /// Reserved value.
     Nop,
@@ -136,6 +155,7 @@ pub enum PortState {
 
 impl PortState {
     /// Decodes `enum ibv_port_state`.
+    #[must_use]
     pub fn from_raw(raw: u32) -> PortState {
         match raw {
             sys::IBV_PORT_NOP => PortState::Nop,
@@ -151,6 +171,7 @@ impl PortState {
 
 /// Path MTU (`enum ibv_mtu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Mtu {
     /// 256 bytes.
     Mtu256,
@@ -166,6 +187,7 @@ pub enum Mtu {
 
 impl Mtu {
     /// Decodes `enum ibv_mtu`; `None` for values outside 1..=5.
+    #[must_use]
     pub fn from_raw(raw: u32) -> Option<Mtu> {
         Some(match raw {
             sys::IBV_MTU_256 => Mtu::Mtu256,
@@ -178,6 +200,7 @@ impl Mtu {
     }
 
     /// The `enum ibv_mtu` value.
+    #[must_use]
     pub fn to_raw(self) -> u32 {
         match self {
             Mtu::Mtu256 => sys::IBV_MTU_256,
@@ -189,6 +212,7 @@ impl Mtu {
     }
 
     /// Size in bytes.
+    #[must_use]
     pub fn bytes(self) -> u32 {
         128 << self.to_raw()
     }
@@ -196,6 +220,7 @@ impl Mtu {
 
 /// Link layer of a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LinkLayer {
     /// Not reported.
     Unspecified,
@@ -215,38 +240,47 @@ pub struct PortAttr(pub(crate) sys::ibv_port_attr);
 
 impl PortAttr {
     /// Logical port state.
+    #[must_use]
     pub fn state(&self) -> PortState {
         PortState::from_raw(self.0.state)
     }
     /// Largest MTU the port supports.
+    #[must_use]
     pub fn max_mtu(&self) -> Option<Mtu> {
         Mtu::from_raw(self.0.max_mtu)
     }
     /// MTU in use.
+    #[must_use]
     pub fn active_mtu(&self) -> Option<Mtu> {
         Mtu::from_raw(self.0.active_mtu)
     }
     /// Length of the GID table.
+    #[must_use]
     pub fn gid_tbl_len(&self) -> u32 {
         nonneg(self.0.gid_tbl_len)
     }
     /// Base LID (0 on Ethernet).
+    #[must_use]
     pub fn lid(&self) -> u16 {
         self.0.lid
     }
     /// Capability flags (`enum ibv_port_cap_flags`).
+    #[must_use]
     pub fn port_cap_flags(&self) -> u32 {
         self.0.port_cap_flags
     }
     /// Largest message size.
+    #[must_use]
     pub fn max_msg_sz(&self) -> u32 {
         self.0.max_msg_sz
     }
     /// Physical state (5 = LinkUp).
+    #[must_use]
     pub fn phys_state(&self) -> u8 {
         self.0.phys_state
     }
     /// Link layer.
+    #[must_use]
     pub fn link_layer(&self) -> LinkLayer {
         match u32::from(self.0.link_layer) {
             sys::IBV_LINK_LAYER_UNSPECIFIED => LinkLayer::Unspecified,
@@ -276,17 +310,20 @@ pub struct Gid(pub [u8; 16]);
 
 impl Gid {
     /// The GID as an IPv6 address.
+    #[must_use]
     pub fn to_ipv6(self) -> Ipv6Addr {
         Ipv6Addr::from(self.0)
     }
 
     /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`), which is
     /// how RoCE v2 names an interface's IPv4 address.
+    #[must_use]
     pub fn to_ipv4_mapped(self) -> Option<Ipv4Addr> {
         self.to_ipv6().to_ipv4_mapped()
     }
 
     /// Whether all bytes are zero (an empty GID table slot).
+    #[must_use]
     pub fn is_zero(self) -> bool {
         self.0 == [0; 16]
     }
@@ -316,6 +353,7 @@ impl fmt::Display for Gid {
 
 /// Type of a GID table entry (`enum ibv_gid_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GidType {
     /// InfiniBand.
     Ib,
@@ -329,6 +367,7 @@ pub enum GidType {
 
 /// One GID table entry (`struct ibv_gid_entry`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct GidEntry {
     /// The GID.
     pub gid: Gid,

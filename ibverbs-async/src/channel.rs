@@ -15,13 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use libibverbs_sys as sys;
-use nix::errno::Errno;
 
 use crate::context::{Context, ContextInner};
 use crate::cq::Cq;
-use crate::error::{check_ptr, check_rc, last_errno, Error, Result};
-use crate::fd::{set_nonblocking, wait_readable, Deadline, EventFd};
-use crate::registry::{destroy_arc, Destroy, Lookup, ObjectId};
+use crate::error::{check_minus_one, check_ptr, check_rc, Errno, Error, ObjectKind, Result};
+use crate::fd::{set_nonblocking, wait_readable, Deadline, EventFd, Stopper, Wait};
+use crate::registry::{handle, Describe, Destroy, Lookup, ObjectId};
 
 pub(crate) struct ChannelInner {
     raw: NonNull<sys::ibv_comp_channel>,
@@ -58,16 +57,15 @@ impl ChannelInner {
             // pointers on success and returns -1 with errno set on failure
             // (EAGAIN: the fd is non-blocking and empty).
             let rc = unsafe { sys::ibv_get_cq_event(self.raw(), &mut cq, &mut cq_context) };
-            if rc != 0 {
-                match last_errno() {
-                    Errno::EINTR => continue,
-                    Errno::EAGAIN => return Ok(None),
-                    errno => {
-                        return Err(Error::Verbs {
-                            call: "ibv_get_cq_event",
-                            errno,
-                        })
-                    }
+            match check_minus_one(rc) {
+                Ok(()) => {}
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => return Ok(None),
+                Err(errno) => {
+                    return Err(Error::Call {
+                        call: "ibv_get_cq_event",
+                        errno,
+                    })
                 }
             }
             match self.ctx.cqs.lookup(cq as usize) {
@@ -88,13 +86,22 @@ impl ChannelInner {
         }
     }
 
-    fn read(&self, deadline: Deadline) -> Result<Option<Cq>> {
+    fn read(&self, stopper: Option<&Stopper>, deadline: Deadline) -> Result<Wait<Cq>> {
         loop {
-            if let Some(cq) = self.try_read()? {
-                return Ok(Some(cq));
+            if let Some(s) = stopper {
+                // A stop ends the wait before anything is read: no event is
+                // taken from the channel and then dropped.
+                if s.is_stopped()? {
+                    return Ok(Wait::Stopped);
+                }
             }
-            if !wait_readable(self.fd(), deadline)? {
-                return Ok(None);
+            if let Some(cq) = self.try_read()? {
+                return Ok(Wait::Ready(cq));
+            }
+            match wait_readable(self.fd(), stopper, deadline)? {
+                Wait::Ready(()) => {}
+                Wait::TimedOut => return Ok(Wait::TimedOut),
+                Wait::Stopped => return Ok(Wait::Stopped),
             }
         }
     }
@@ -102,25 +109,21 @@ impl ChannelInner {
 
 impl Drop for ChannelInner {
     fn drop(&mut self) {
-        if !self.dead {
-            // SAFETY: CQs using the channel hold an Arc of this value, so
-            // none is left (one that could not be destroyed keeps an Arc for
-            // ever); called once.
-            let rc = unsafe { sys::ibv_destroy_comp_channel(self.raw()) };
-            if rc != 0 {
-                // Still open: keep the context open for ever rather than
-                // close it under the channel.
-                std::mem::forget(Arc::clone(&self.ctx));
-            }
+        if !self.dead && self.destroy_now().is_err() {
+            // Still open: keep the context open for ever rather than close
+            // it under the channel. Drop cannot report the error.
+            std::mem::forget(Arc::clone(&self.ctx));
         }
     }
 }
 
 impl Destroy for ChannelInner {
-    const NAME: &'static str = "completion channel";
+    const KIND: ObjectKind = ObjectKind::CompletionChannel;
 
     fn destroy_now(&mut self) -> Result<()> {
-        // SAFETY: as in Drop.
+        // SAFETY: CQs using the channel hold an Arc of this value, so none
+        // is left (one that could not be destroyed keeps an Arc for ever);
+        // called once: `dead` is set after success, and Drop skips it then.
         check_rc("ibv_destroy_comp_channel", unsafe {
             sys::ibv_destroy_comp_channel(self.raw())
         })?;
@@ -151,7 +154,7 @@ impl Destroy for ChannelInner {
 /// if let Some(cq) = channel.get_cq_event_timeout(Duration::from_secs(1))? {
 ///     cq.req_notify(false)?; // re-arm, then drain
 ///     let mut wc = [WorkCompletion::default(); 16];
-///     while cq.poll(&mut wc)? > 0 {}
+///     while !cq.poll(&mut wc)?.is_empty() {}
 /// }
 /// # Ok(()) }
 /// ```
@@ -164,6 +167,10 @@ pub struct CompChannel {
 
 impl Context {
     /// Creates a completion channel (`ibv_create_comp_channel()`).
+    ///
+    /// # Errors
+    /// [`Error::Call`] when libibverbs fails;
+    /// [`Error::System`] when its fd cannot be made non-blocking.
     #[doc(alias = "ibv_create_comp_channel")]
     pub fn create_comp_channel(&self) -> Result<CompChannel> {
         // SAFETY: valid context; NULL with errno set on failure.
@@ -186,13 +193,9 @@ impl Context {
 }
 
 impl CompChannel {
-    /// The channel's identity.
-    pub fn id(&self) -> ObjectId {
-        self.inner.id
-    }
-
     /// The channel's file descriptor, to poll for readability, as an
     /// [`EventFd`] (see there why not a `BorrowedFd`).
+    #[must_use]
     pub fn fd(&self) -> EventFd<'_> {
         EventFd::new(self.inner.fd())
     }
@@ -200,10 +203,14 @@ impl CompChannel {
     /// Waits for the next completion event and returns its CQ
     /// (`ibv_get_cq_event()`). Re-arm the CQ with [`Cq::req_notify`] before
     /// draining it with [`Cq::poll`], or a completion may go unnoticed.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_get_cq_event` fails, [`Error::System`] when
+    /// `poll` does.
     #[doc(alias = "ibv_get_cq_event")]
     pub fn get_cq_event(&self) -> Result<Cq> {
         loop {
-            if let Some(cq) = self.inner.read(Deadline::Never)? {
+            if let Wait::Ready(cq) = self.inner.read(None, Deadline::Never)? {
                 return Ok(cq);
             }
         }
@@ -211,37 +218,62 @@ impl CompChannel {
 
     /// Returns the next completion event's CQ if one is pending, without
     /// waiting.
+    ///
+    /// # Errors
+    /// As [`get_cq_event`](CompChannel::get_cq_event).
     pub fn try_get_cq_event(&self) -> Result<Option<Cq>> {
         self.inner.try_read()
     }
 
     /// Waits at most `timeout` for the next completion event.
+    ///
+    /// # Errors
+    /// As [`get_cq_event`](CompChannel::get_cq_event).
     pub fn get_cq_event_timeout(&self, timeout: Duration) -> Result<Option<Cq>> {
-        self.inner.read(Deadline::after(timeout))
+        Ok(self.inner.read(None, Deadline::after(timeout))?.ready())
+    }
+
+    /// Waits for the next completion event until `stopper` is stopped (from
+    /// another thread) or `timeout` passes (`None`: no limit).
+    ///
+    /// A stopped wait reads nothing from the channel, so no event is lost;
+    /// a stop made before the call ends it at once.
+    ///
+    /// # Errors
+    /// As [`get_cq_event`](CompChannel::get_cq_event).
+    pub fn wait_cq_event(&self, stopper: &Stopper, timeout: Option<Duration>) -> Result<Wait<Cq>> {
+        self.inner.read(
+            Some(stopper),
+            timeout.map_or(Deadline::Never, Deadline::after),
+        )
     }
 
     /// The context the channel belongs to.
+    #[must_use]
     pub fn context(&self) -> Context {
         Context {
             inner: Arc::clone(&self.inner.ctx),
         }
     }
+}
 
-    /// Destroys the channel now (`ibv_destroy_comp_channel()`).
-    ///
-    /// Fails with [`Error::InUse`], handing the channel back, while clones
-    /// or CQs using it remain.
-    #[doc(alias = "ibv_destroy_comp_channel")]
-    pub fn destroy(self) -> std::result::Result<(), (CompChannel, Error)> {
-        destroy_arc(self.inner).map_err(|(inner, e)| (CompChannel { inner }, e))
+handle! {
+    CompChannel(ChannelInner), what = "completion channel",
+    /// Destroys the channel now (`ibv_destroy_comp_channel()`). Fails while
+    /// CQs use it.
+    fn destroy = "ibv_destroy_comp_channel"
+}
+
+impl std::os::fd::AsRawFd for CompChannel {
+    /// The channel fd's number (see [`CompChannel::fd`], which also gives
+    /// it, and why it is not handed out as a `BorrowedFd`).
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.inner.fd())
     }
 }
 
-impl fmt::Debug for CompChannel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CompChannel")
-            .field("id", &self.inner.id)
-            .field("fd", &self.inner.fd())
-            .finish()
+impl Describe for ChannelInner {
+    fn describe(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("fd", &self.fd());
     }
 }

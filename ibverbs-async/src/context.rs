@@ -11,10 +11,10 @@ use libibverbs_sys as sys;
 use crate::attr::{DeviceAttr, Gid, GidEntry, GidType, PortAttr};
 use crate::cq::CqInner;
 use crate::device::DeviceList;
-use crate::error::{check_ptr, check_rc, Error, Result};
+use crate::error::{check_ptr, check_rc, Error, ObjectKind, Result};
 use crate::fd::set_nonblocking;
 use crate::qp::QpInner;
-use crate::registry::{destroy_arc, Destroy, Table};
+use crate::registry::{handle, Describe, Destroy, ObjectId, Table};
 use crate::srq::SrqInner;
 
 /// The shared part of a [`Context`]: every object created from the context
@@ -23,6 +23,7 @@ use crate::srq::SrqInner;
 /// resources allocated using context"; they must go first).
 pub(crate) struct ContextInner {
     raw: NonNull<sys::ibv_context>,
+    id: ObjectId,
     name: String,
     ports: u8,
     closed: bool,
@@ -86,8 +87,10 @@ impl ContextInner {
         match rc {
             0 => Ok(Some(GidEntry::from_raw(&entry))),
             // "ENODATA if the GID entry is not valid" (an empty slot).
-            rc if rc == libc::ENODATA || rc == -libc::ENODATA => Ok(None),
-            rc => check_rc("ibv_query_gid_ex", rc).map(|()| None),
+            rc => match check_rc("ibv_query_gid_ex", rc) {
+                Err(e) if e.errno() == Some(crate::Errno::NODATA) => Ok(None),
+                other => other.map(|()| None),
+            },
         }
     }
 }
@@ -106,7 +109,7 @@ impl Drop for ContextInner {
 }
 
 impl Destroy for ContextInner {
-    const NAME: &'static str = "context";
+    const KIND: ObjectKind = ObjectKind::Context;
 
     fn destroy_now(&mut self) -> Result<()> {
         // SAFETY: as in Drop: no child is left, since each holds an Arc.
@@ -150,7 +153,7 @@ impl Context {
     /// # Errors
     /// [`Error::NoRdmaSupport`] / [`Error::NoDevices`] as
     /// [`DeviceList::new`], [`Error::NoSuchDevice`] when no device has that
-    /// name, [`Error::Verbs`] when opening fails.
+    /// name, [`Error::Call`] when opening fails.
     pub fn open(name: &str) -> Result<Context> {
         let list = DeviceList::new()?;
         let device = list.find(name)?;
@@ -176,6 +179,7 @@ impl Context {
         };
         let mut inner = ContextInner {
             raw,
+            id: ObjectId::next(),
             name,
             ports: 0,
             closed: false,
@@ -195,16 +199,21 @@ impl Context {
     }
 
     /// The device name, e.g. `"rxe0"`.
+    #[must_use]
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// Number of physical ports; valid port numbers are `1..=port_count()`.
+    #[must_use]
     pub fn port_count(&self) -> u8 {
         self.inner.ports
     }
 
     /// Device attributes (`ibv_query_device()`).
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_query_device` fails.
     #[doc(alias = "ibv_query_device")]
     pub fn query_device(&self) -> Result<DeviceAttr> {
         query_device(&self.inner)
@@ -222,11 +231,15 @@ impl Context {
     }
 
     /// The GID at `index` of `port`'s table (`ibv_query_gid()`).
+    ///
+    /// # Errors
+    /// [`Error::PortOutOfRange`] for a port outside `1..=port_count()`;
+    /// [`Error::TooLarge`] for an index over the C `int`; [`Error::Call`] when
+    /// `ibv_query_gid` fails (an index past the table).
     #[doc(alias = "ibv_query_gid")]
     pub fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
         self.inner.check_port(port)?;
-        let index = libc::c_int::try_from(index)
-            .map_err(|_| Error::InvalidArgument("GID index does not fit in a C int"))?;
+        let index = crate::cq::c_int_arg("GID index", index)?;
         let mut gid = Gid::default().to_raw();
         // SAFETY: ibv_query_gid(3) fills the caller's ibv_gid for a valid
         // context and port.
@@ -237,6 +250,11 @@ impl Context {
 
     /// The GID table entry at `index` of `port` with its type
     /// (`ibv_query_gid_ex()`); `None` for an empty slot.
+    ///
+    /// # Errors
+    /// [`Error::PortOutOfRange`] for a port outside `1..=port_count()`;
+    /// [`Error::Call`] when `ibv_query_gid_ex` fails for another reason than an
+    /// empty slot.
     #[doc(alias = "ibv_query_gid_ex")]
     pub fn query_gid_entry(&self, port: u8, index: u32) -> Result<Option<GidEntry>> {
         self.inner.query_gid_entry(port, index)
@@ -244,6 +262,10 @@ impl Context {
 
     /// The first entry of `port`'s GID table that `pred` accepts, scanning
     /// from index 0 and stopping at the first match.
+    ///
+    /// # Errors
+    /// As [`query_port`](Context::query_port) and
+    /// [`query_gid_entry`](Context::query_gid_entry).
     pub fn find_gid(
         &self,
         port: u8,
@@ -262,6 +284,9 @@ impl Context {
 
     /// The first RoCE v2 GID of `port` that is an IPv4-mapped address
     /// (`::ffff:a.b.c.d`): the one to use for RoCE v2 traffic over IPv4.
+    ///
+    /// # Errors
+    /// As [`find_gid`](Context::find_gid).
     pub fn ipv4_gid(&self, port: u8) -> Result<Option<GidEntry>> {
         self.find_gid(port, |e| {
             e.gid_type == GidType::RoceV2 && e.gid.to_ipv4_mapped().is_some()
@@ -270,23 +295,24 @@ impl Context {
 
     /// Number of CQs, QPs and SRQs of this context that are alive or being
     /// destroyed (entries of the table events are resolved with).
+    #[must_use]
     pub fn live_objects(&self) -> usize {
         self.inner.cqs.len() + self.inner.qps.len() + self.inner.srqs.len()
     }
+}
 
-    /// Closes the device now (`ibv_close_device()`).
-    ///
-    /// Fails with [`Error::InUse`], handing the context back, while clones
-    /// or objects created from it remain. Dropping the last handle closes it
-    /// too.
-    #[doc(alias = "ibv_close_device")]
-    pub fn close(self) -> std::result::Result<(), (Context, Error)> {
-        destroy_arc(self.inner).map_err(|(inner, e)| (Context { inner }, e))
-    }
+handle! {
+    Context(ContextInner), what = "context",
+    /// Closes the device now (`ibv_close_device()`). Dropping the last
+    /// handle closes it too, once every object created from it is gone.
+    fn close = "ibv_close_device"
+}
 
-    /// Whether two handles refer to the same context.
-    pub fn same_as(&self, other: &Context) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+impl std::os::fd::AsRawFd for Context {
+    /// The asynchronous event fd's number (see [`Context::async_fd`], which
+    /// also gives it, and why it is not handed out as a `BorrowedFd`).
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.inner.async_fd().as_raw_fd()
     }
 }
 
@@ -300,11 +326,8 @@ fn query_device(inner: &ContextInner) -> Result<DeviceAttr> {
     Ok(DeviceAttr(attr))
 }
 
-impl fmt::Debug for Context {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context")
-            .field("name", &self.inner.name)
-            .field("ports", &self.inner.ports)
-            .finish_non_exhaustive()
+impl Describe for ContextInner {
+    fn describe(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("name", &self.name).field("ports", &self.ports);
     }
 }

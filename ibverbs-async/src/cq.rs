@@ -10,8 +10,8 @@ use libibverbs_sys as sys;
 
 use crate::channel::{ChannelInner, CompChannel};
 use crate::context::{Context, ContextInner};
-use crate::error::{check_ptr, check_rc, Error, Result};
-use crate::registry::{destroy_arc, Destroy, ObjectId, Registered};
+use crate::error::{check_count, check_ptr, check_rc, Error, ObjectKind, Result};
+use crate::registry::{handle, Describe, Destroy, ObjectId, Registered};
 
 /// Completion events are acknowledged in batches of this many
 /// (`ibv_ack_cq_events(3)`: "it is recommended to acknowledge many events in
@@ -29,7 +29,7 @@ pub(crate) struct CqInner {
     pub(crate) ctx: Arc<ContextInner>,
     /// `ibv_destroy_comp_channel` fails with EBUSY while a CQ uses the
     /// channel: the CQ keeps it.
-    channel: Option<Arc<ChannelInner>>,
+    pub(crate) channel: Option<Arc<ChannelInner>>,
 }
 
 // SAFETY: verbs objects are safe for multi-threaded access (ibv_alloc_td(3));
@@ -90,10 +90,7 @@ impl CqInner {
 
 impl Drop for CqInner {
     fn drop(&mut self) {
-        if !self.dead {
-            let _ = self.destroy_raw();
-        }
-        if !self.dead {
+        if !self.dead && self.destroy_raw().is_err() {
             // Still alive: keep its context and channel open for ever
             // rather than close them under it.
             std::mem::forget(Arc::clone(&self.ctx));
@@ -105,7 +102,7 @@ impl Drop for CqInner {
 }
 
 impl Destroy for CqInner {
-    const NAME: &'static str = "CQ";
+    const KIND: ObjectKind = ObjectKind::CompletionQueue;
 
     fn destroy_now(&mut self) -> Result<()> {
         self.destroy_raw()
@@ -132,6 +129,10 @@ pub struct Cq {
 impl Context {
     /// Creates a CQ with room for at least `cqe` completions and no
     /// completion channel (`ibv_create_cq()`).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] for a `cqe` over the C `int`; [`Error::Call`] when
+    /// `ibv_create_cq` fails (more entries than the device's `max_cqe`).
     #[doc(alias = "ibv_create_cq")]
     pub fn create_cq(&self, cqe: u32) -> Result<Cq> {
         create_cq(&self.inner, cqe, None, 0)
@@ -149,7 +150,7 @@ impl Context {
         comp_vector: u32,
     ) -> Result<Cq> {
         if !Arc::ptr_eq(&channel.inner.ctx, &self.inner) {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid(
                 "the completion channel belongs to another context",
             ));
         }
@@ -162,15 +163,23 @@ impl Context {
     }
 }
 
+/// A count for an `int` parameter of a verb.
+pub(crate) fn c_int_arg(what: &'static str, value: u32) -> Result<libc::c_int> {
+    libc::c_int::try_from(value).map_err(|_| Error::TooLarge {
+        what,
+        limit: libc::c_int::MAX as usize,
+        given: value as usize,
+    })
+}
+
 fn create_cq(
     ctx: &Arc<ContextInner>,
     cqe: u32,
     channel: Option<Arc<ChannelInner>>,
     comp_vector: u32,
 ) -> Result<Cq> {
-    let cqe = libc::c_int::try_from(cqe).map_err(|_| Error::InvalidArgument("cqe too large"))?;
-    let comp_vector = libc::c_int::try_from(comp_vector)
-        .map_err(|_| Error::InvalidArgument("comp_vector too large"))?;
+    let cqe = c_int_arg("CQ entries", cqe)?;
+    let comp_vector = c_int_arg("completion vector", comp_vector)?;
     let channel_raw = channel.as_ref().map_or(std::ptr::null_mut(), |c| c.raw());
     let inner = ctx.cqs.create(|| {
         // SAFETY: valid context and (optional) channel of that context;
@@ -202,17 +211,14 @@ fn create_cq(
 }
 
 impl Cq {
-    /// The CQ's identity, as found in events.
-    pub fn id(&self) -> ObjectId {
-        self.inner.id
-    }
-
     /// The number of entries the CQ holds (at least what was asked for).
+    #[must_use]
     pub fn capacity(&self) -> u32 {
         self.inner.capacity
     }
 
     /// The CQ's completion channel, if it has one.
+    #[must_use]
     pub fn channel(&self) -> Option<CompChannel> {
         self.inner.channel.as_ref().map(|c| CompChannel {
             inner: Arc::clone(c),
@@ -220,49 +226,63 @@ impl Cq {
     }
 
     /// The context the CQ belongs to.
+    #[must_use]
     pub fn context(&self) -> Context {
         Context {
             inner: Arc::clone(&self.inner.ctx),
         }
     }
 
-    /// Whether two handles refer to the same CQ.
-    pub fn same_as(&self, other: &Cq) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
-    /// Polls up to `out.len()` completions into `out` (`ibv_poll_cq()`);
-    /// returns how many were written, 0 when the CQ is empty.
+    /// Polls up to `out.len()` completions into `out` (`ibv_poll_cq()`) and
+    /// returns the part of `out` they fill, empty when the CQ is empty.
+    ///
+    /// ```no_run
+    /// # fn main() -> ibverbs_async::Result<()> {
+    /// # let ctx = ibverbs_async::Context::open("rxe0")?;
+    /// # let cq = ctx.create_cq(16)?;
+    /// use ibverbs_async::WorkCompletion;
+    /// let mut buf = [WorkCompletion::default(); 16];
+    /// for wc in cq.poll(&mut buf)? {
+    ///     println!("{} {:?}", wc.wr_id(), wc.status());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_poll_cq` fails.
     #[doc(alias = "ibv_poll_cq")]
-    pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+    pub fn poll<'w>(&self, out: &'w mut [WorkCompletion]) -> Result<&'w mut [WorkCompletion]> {
         let n = libc::c_int::try_from(out.len()).unwrap_or(libc::c_int::MAX);
         // SAFETY: WorkCompletion is repr(transparent) over ibv_wc, and `out`
-        // has room for n of them; ibv_poll_cq(3) writes at most n entries.
+        // has room for n of them; ibv_poll_cq(3) writes at most n entries
+        // and returns how many, or a negative value on failure.
         let rc = unsafe { sys::ibv_poll_cq(self.inner.raw(), n, out.as_mut_ptr().cast()) };
-        if rc < 0 {
-            return Err(Error::Verbs {
-                call: "ibv_poll_cq",
-                errno: nix::errno::Errno::from_raw(if rc == -1 { libc::EIO } else { -rc }),
-            });
-        }
-        Ok(rc as usize)
+        let filled = check_count("ibv_poll_cq", rc)?;
+        // A provider returning more than it was asked for would have written
+        // out of bounds already; never hand out more than `out` holds.
+        let filled = filled.min(out.len());
+        Ok(&mut out[..filled])
     }
 
     /// Polls one completion.
+    ///
+    /// # Errors
+    /// As [`poll`](Cq::poll).
     pub fn poll_one(&self) -> Result<Option<WorkCompletion>> {
         let mut wc = [WorkCompletion::default()];
-        Ok((self.poll(&mut wc)? == 1).then_some(wc[0]))
+        Ok(self.poll(&mut wc)?.first().copied())
     }
 
     /// Arms the CQ: the next completion (or the next solicited one) adds an
     /// event to its completion channel (`ibv_req_notify_cq()`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a CQ without a completion channel.
+    /// [`Error::InvalidArgument`] for a CQ without a completion channel;
+    /// [`Error::Call`] when `ibv_req_notify_cq` fails.
     #[doc(alias = "ibv_req_notify_cq")]
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         if self.inner.channel.is_none() {
-            return Err(Error::InvalidArgument("the CQ has no completion channel"));
+            return Err(Error::invalid("the CQ has no completion channel"));
         }
         // SAFETY: valid CQ; ibv_req_notify_cq(3) returns 0 or an errno value.
         let rc = unsafe { sys::ibv_req_notify_cq(self.inner.raw(), solicited_only.into()) };
@@ -273,6 +293,7 @@ impl Cq {
     /// batched (less than [`CQ_EVENT_ACK_BATCH`]). They are acknowledged
     /// when the batch fills, by [`ack_cq_events`](Cq::ack_cq_events), and
     /// before the CQ is destroyed.
+    #[must_use]
     pub fn unacked_cq_events(&self) -> u32 {
         self.inner.unacked.load(Ordering::Acquire)
     }
@@ -283,24 +304,20 @@ impl Cq {
     pub fn ack_cq_events(&self) {
         self.inner.ack_pending();
     }
-
-    /// Destroys the CQ now (`ibv_destroy_cq()`), reporting its error.
-    ///
-    /// Fails with [`Error::InUse`], handing the CQ back, while clones, queue
-    /// pairs or unacknowledged asynchronous events hold it.
-    #[doc(alias = "ibv_destroy_cq")]
-    pub fn destroy(self) -> std::result::Result<(), (Cq, Error)> {
-        destroy_arc(self.inner).map_err(|(inner, e)| (Cq { inner }, e))
-    }
 }
 
-impl fmt::Debug for Cq {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cq")
-            .field("id", &self.inner.id)
-            .field("capacity", &self.inner.capacity)
-            .field("channel", &self.inner.channel.is_some())
-            .finish()
+handle! {
+    Cq(CqInner), what = "CQ",
+    /// Destroys the CQ now (`ibv_destroy_cq()`), after acknowledging the
+    /// completion events still counted against it. Fails while queue pairs
+    /// use it.
+    fn destroy = "ibv_destroy_cq"
+}
+
+impl Describe for CqInner {
+    fn describe(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("capacity", &self.capacity)
+            .field("channel", &self.channel.is_some());
     }
 }
 
@@ -344,6 +361,7 @@ pub enum WcStatus {
 
 impl WcStatus {
     /// Decodes `enum ibv_wc_status`.
+    #[must_use]
     pub fn from_raw(raw: u32) -> WcStatus {
         match raw {
             sys::IBV_WC_SUCCESS => WcStatus::Success,
@@ -400,18 +418,22 @@ impl Default for WorkCompletion {
 
 impl WorkCompletion {
     /// The work request ID given when posting.
+    #[must_use]
     pub fn wr_id(&self) -> u64 {
         self.0.wr_id
     }
     /// Status.
+    #[must_use]
     pub fn status(&self) -> WcStatus {
         WcStatus::from_raw(self.0.status)
     }
     /// Whether the status is success.
+    #[must_use]
     pub fn is_success(&self) -> bool {
         self.0.status == sys::IBV_WC_SUCCESS
     }
     /// The status as libibverbs describes it (`ibv_wc_status_str()`).
+    #[must_use]
     pub fn status_str(&self) -> &'static str {
         // SAFETY: ibv_wc_status_str(3) returns a static string for any value.
         let p = unsafe { sys::ibv_wc_status_str(self.0.status) };
@@ -424,6 +446,7 @@ impl WorkCompletion {
             .unwrap_or("unknown")
     }
     /// Opcode (valid only for successful completions).
+    #[must_use]
     pub fn opcode(&self) -> WcOpcode {
         match self.0.opcode {
             sys::IBV_WC_SEND => WcOpcode::Send,
@@ -435,14 +458,17 @@ impl WorkCompletion {
         }
     }
     /// Vendor error code.
+    #[must_use]
     pub fn vendor_err(&self) -> u32 {
         self.0.vendor_err
     }
     /// Bytes received (receive completions).
+    #[must_use]
     pub fn byte_len(&self) -> u32 {
         self.0.byte_len
     }
     /// Immediate data in host byte order, if the message carried some.
+    #[must_use]
     pub fn imm_data(&self) -> Option<u32> {
         if self.0.wc_flags & sys::IBV_WC_WITH_IMM == 0 {
             return None;
@@ -452,10 +478,12 @@ impl WorkCompletion {
         Some(u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
     }
     /// Number of the local QP the completion belongs to.
+    #[must_use]
     pub fn qp_num(&self) -> u32 {
         self.0.qp_num
     }
     /// Number of the remote QP (UD only).
+    #[must_use]
     pub fn src_qp(&self) -> u32 {
         self.0.src_qp
     }

@@ -6,10 +6,9 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use libibverbs_sys as sys;
-use nix::errno::Errno;
 
 use crate::context::Context;
-use crate::error::{last_errno, Error, Result};
+use crate::error::{check_ptr, Errno, Error, Result};
 
 /// The RDMA devices present, from `ibv_get_device_list()`.
 ///
@@ -48,7 +47,7 @@ impl DeviceList {
     /// - [`Error::NoRdmaSupport`] when the kernel has no RDMA support
     ///   (`ibv_get_device_list` fails with `ENOSYS`),
     /// - [`Error::NoDevices`] when the kernel supports RDMA but has no device,
-    /// - [`Error::Verbs`] for any other failure.
+    /// - [`Error::Call`] for any other failure.
     #[doc(alias = "ibv_get_device_list")]
     pub fn new() -> Result<DeviceList> {
         let mut n: libc::c_int = 0;
@@ -57,15 +56,10 @@ impl DeviceList {
         // errno set on failure, else an array we own until
         // ibv_free_device_list().
         let list = unsafe { sys::ibv_get_device_list(&mut n) };
-        let Some(list) = NonNull::new(list) else {
-            return Err(match last_errno() {
-                Errno::ENOSYS => Error::NoRdmaSupport,
-                errno => Error::Verbs {
-                    call: "ibv_get_device_list",
-                    errno,
-                },
-            });
-        };
+        let list = check_ptr("ibv_get_device_list", list).map_err(|e| match e.errno() {
+            Some(Errno::NOSYS) => Error::NoRdmaSupport,
+            _ => e,
+        })?;
         let list = DeviceList {
             list,
             len: usize::try_from(n).unwrap_or(0),
@@ -77,17 +71,20 @@ impl DeviceList {
     }
 
     /// The number of devices.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the list is empty (never true for a list [`new`](Self::new)
     /// returned).
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The device at `index`.
+    #[must_use]
     pub fn get(&self, index: usize) -> Option<Device<'_>> {
         if index >= self.len {
             return None;
@@ -120,6 +117,7 @@ impl DeviceList {
     }
 
     /// The names of all devices.
+    #[must_use]
     pub fn names(&self) -> Vec<String> {
         self.iter().map(|d| d.name().to_owned()).collect()
     }
@@ -157,6 +155,7 @@ unsafe impl Sync for Device<'_> {}
 impl<'list> Device<'list> {
     /// The kernel name of the device (`ibv_get_device_name()`), e.g. `rxe0`.
     #[doc(alias = "ibv_get_device_name")]
+    #[must_use]
     pub fn name(&self) -> &'list str {
         // SAFETY: the device is valid while the list lives ('list), and
         // ibv_get_device_name(3) returns a pointer into it, NUL-terminated.
@@ -170,12 +169,17 @@ impl<'list> Device<'list> {
 
     /// The node GUID in host byte order (`ibv_get_device_guid()`).
     #[doc(alias = "ibv_get_device_guid")]
+    #[must_use]
     pub fn guid(&self) -> u64 {
         // SAFETY: the device is valid while the list lives.
         u64::from_be(unsafe { sys::ibv_get_device_guid(self.raw.as_ptr()) })
     }
 
     /// Opens the device (`ibv_open_device()`).
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_open_device` or `ibv_query_device` fails;
+    /// [`Error::System`] when the event fd cannot be made non-blocking.
     pub fn open(&self) -> Result<Context> {
         Context::from_device(self.raw)
     }

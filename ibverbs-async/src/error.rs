@@ -1,26 +1,275 @@
-//! The crate's error type and the conversion of libibverbs return codes.
+//! The crate's error types and the one place where C return codes become
+//! them.
 //!
 //! libibverbs reports failures in three ways, and each verb documents which:
 //! a NULL pointer with `errno` set (`ibv_create_cq`, `ibv_reg_mr`, ...), a
 //! positive errno value returned directly (`ibv_destroy_cq`, `ibv_modify_qp`,
 //! `ibv_post_send`, ...), or `-1` with `errno` set (`ibv_get_async_event`,
-//! `ibv_get_cq_event`). The helpers at the bottom of this file are the only
-//! places where those conventions are turned into [`Error`].
+//! `ibv_get_cq_event`). The functions at the bottom of this file
+//! ([`check_ptr`], [`check_rc`], [`check_minus_one`], [`check_count`]) are
+//! the only places where those conventions are turned into [`Error`].
 
+use std::borrow::Cow;
+use std::ffi::CStr;
+use std::fmt;
 use std::io;
 
-use nix::errno::Errno;
+use libc::c_int;
 
 /// Result of every fallible call of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An error from libibverbs or from checking the arguments of a call.
+/// An error number (`errno`), as libibverbs and the kernel report it.
+///
+/// A transparent wrapper of the positive C value rather than a closed enum:
+/// providers and newer kernels may return values no header of today names.
+/// The associated constants name the values this crate's calls are
+/// documented to return.
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(c_int);
+
+macro_rules! errno_consts {
+    ($($name:ident = $c:ident),* $(,)?) => {
+        impl Errno {
+            $(
+                #[doc = concat!("`", stringify!($c), "`")]
+                pub const $name: Errno = Errno(libc::$c);
+            )*
+
+            /// The name of the constant for this value, if it has one.
+            const fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $(libc::$c => Some(stringify!($name)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+errno_consts! {
+    PERM = EPERM,
+    NOENT = ENOENT,
+    INTR = EINTR,
+    IO = EIO,
+    NXIO = ENXIO,
+    BADF = EBADF,
+    AGAIN = EAGAIN,
+    NOMEM = ENOMEM,
+    ACCES = EACCES,
+    FAULT = EFAULT,
+    BUSY = EBUSY,
+    EXIST = EEXIST,
+    NODEV = ENODEV,
+    INVAL = EINVAL,
+    NOSPC = ENOSPC,
+    PIPE = EPIPE,
+    RANGE = ERANGE,
+    NOSYS = ENOSYS,
+    NODATA = ENODATA,
+    PROTONOSUPPORT = EPROTONOSUPPORT,
+    OPNOTSUPP = EOPNOTSUPP,
+    ADDRNOTAVAIL = EADDRNOTAVAIL,
+    NETUNREACH = ENETUNREACH,
+    CONNRESET = ECONNRESET,
+    NOBUFS = ENOBUFS,
+    NOTCONN = ENOTCONN,
+    TIMEDOUT = ETIMEDOUT,
+    CONNREFUSED = ECONNREFUSED,
+    HOSTUNREACH = EHOSTUNREACH,
+    CANCELED = ECANCELED,
+}
+
+impl Errno {
+    /// The `Errno` of a positive C error number.
+    #[must_use]
+    pub const fn from_raw_os_error(raw: c_int) -> Errno {
+        Errno(raw)
+    }
+
+    /// The C error number.
+    #[must_use]
+    pub const fn raw_os_error(self) -> c_int {
+        self.0
+    }
+
+    /// The [`io::ErrorKind`] the standard library gives this number.
+    #[must_use]
+    pub fn kind(self) -> io::ErrorKind {
+        io::Error::from_raw_os_error(self.0).kind()
+    }
+
+    /// The C library's description of the number (`strerror_r(3)`), e.g.
+    /// `"Resource temporarily unavailable"`.
+    #[must_use]
+    pub fn text(self) -> Cow<'static, str> {
+        let mut buf = [0 as libc::c_char; 256];
+        // SAFETY: strerror_r(3) (the XSI version, which the libc crate binds
+        // on Linux) writes a NUL-terminated message of at most `buflen`
+        // bytes into the caller's buffer, which is live and that long; it
+        // returns non-zero (and leaves the buffer unspecified) for an
+        // unknown number or a buffer too small.
+        let rc = unsafe { libc::strerror_r(self.0, buf.as_mut_ptr(), buf.len()) };
+        if rc != 0 || buf[0] == 0 {
+            return Cow::Owned(format!("Unknown error {}", self.0));
+        }
+        buf[buf.len() - 1] = 0;
+        // SAFETY: the buffer holds a NUL-terminated string (written by
+        // strerror_r, and the last byte is NUL in any case).
+        let text = unsafe { CStr::from_ptr(buf.as_ptr()) };
+        Cow::Owned(text.to_string_lossy().into_owned())
+    }
+
+    /// The calling thread's `errno`.
+    pub(crate) fn last() -> Errno {
+        Errno(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "Errno::{name}"),
+            None => write!(f, "Errno({})", self.0),
+        }
+    }
+}
+
+impl fmt::Display for Errno {
+    /// The description and the number, e.g. `Device or resource busy (16)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.text(), self.0)
+    }
+}
+
+impl std::error::Error for Errno {}
+
+impl From<Errno> for io::Error {
+    fn from(errno: Errno) -> io::Error {
+        io::Error::from_raw_os_error(errno.0)
+    }
+}
+
+/// The kind of verbs object an [`Error::InUse`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ObjectKind {
+    /// A device context ([`Context`](crate::Context)).
+    Context,
+    /// A protection domain ([`Pd`](crate::Pd)).
+    ProtectionDomain,
+    /// A completion queue ([`Cq`](crate::Cq)).
+    CompletionQueue,
+    /// A completion channel ([`CompChannel`](crate::CompChannel)).
+    CompletionChannel,
+    /// A queue pair ([`Qp`](crate::Qp)).
+    QueuePair,
+    /// A shared receive queue ([`Srq`](crate::Srq)).
+    SharedReceiveQueue,
+    /// A memory region ([`Mr`](crate::Mr)).
+    MemoryRegion,
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ObjectKind::Context => "context",
+            ObjectKind::ProtectionDomain => "protection domain",
+            ObjectKind::CompletionQueue => "completion queue",
+            ObjectKind::CompletionChannel => "completion channel",
+            ObjectKind::QueuePair => "queue pair",
+            ObjectKind::SharedReceiveQueue => "shared receive queue",
+            ObjectKind::MemoryRegion => "memory region",
+        })
+    }
+}
+
+/// An error from libibverbs, from a system call on an event file
+/// descriptor, or from checking the arguments of a call.
 ///
 /// Converts into [`std::io::Error`] (with the [`io::ErrorKind`] of the errno
 /// where there is one), so `?` works in functions returning `io::Result`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A libibverbs call failed.
+    #[error("{call} failed: {errno}")]
+    Call {
+        /// The verbs function that failed, such as `"ibv_create_cq"`.
+        call: &'static str,
+        /// The error number it reported.
+        errno: Errno,
+    },
+
+    /// A system call on an event file descriptor failed (`poll`, `fcntl`,
+    /// `eventfd`, registering with the tokio reactor).
+    #[error("{call} failed: {source}")]
+    System {
+        /// The system call.
+        call: &'static str,
+        /// The error it reported.
+        source: io::Error,
+    },
+
+    /// An argument libibverbs would reject, found before calling it.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(Cow<'static, str>),
+
+    /// `close()`/`destroy()` was called while other handles, child objects
+    /// or unacknowledged events still hold the object.
+    #[error(
+        "the {object} is still in use ({users} other user(s): clones, child objects or events)"
+    )]
+    InUse {
+        /// The kind of object.
+        object: ObjectKind,
+        /// How many other strong holders there were at the time of the call.
+        users: usize,
+    },
+
+    /// Memory for a buffer could not be allocated (the process is not
+    /// aborted: the request is refused).
+    #[error("could not allocate {bytes} bytes for {what}")]
+    OutOfMemory {
+        /// What the memory was for.
+        what: &'static str,
+        /// How many bytes were asked for.
+        bytes: usize,
+    },
+
+    /// A count or size larger than the C type or the device can take.
+    #[error("{what}: {given} is over the limit of {limit}")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// The largest value accepted.
+        limit: usize,
+        /// The value given.
+        given: usize,
+    },
+
+    /// A caller's buffer too small for what the call has to write.
+    #[error("{what}: a buffer of {given} is too small, {needed} needed")]
+    BufferTooSmall {
+        /// What the buffer is for.
+        what: &'static str,
+        /// The size needed.
+        needed: usize,
+        /// The size given.
+        given: usize,
+    },
+
+    /// The call is not possible in the current state of the object or of
+    /// the program (a queue pair not connected yet, no tokio runtime).
+    #[error("{call}: {reason}")]
+    State {
+        /// The call refused.
+        call: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
+
     /// `ibv_get_device_list` failed with `ENOSYS`: the running kernel has no
     /// RDMA support (no `/sys/class/infiniband_verbs`).
     #[error(
@@ -54,8 +303,7 @@ pub enum Error {
         ports: u8,
     },
 
-    /// A byte range that does not fit in a memory region, or a buffer that is
-    /// too small for what was asked.
+    /// A byte range that does not fit in a memory region.
     #[error("range {offset}..{end} does not fit in {what} of {size} bytes", end = offset.saturating_add(*len))]
     OutOfBounds {
         /// What the range was checked against.
@@ -67,88 +315,63 @@ pub enum Error {
         /// Size of the buffer or region.
         size: usize,
     },
-
-    /// An argument libibverbs would reject, found before calling it.
-    #[error("invalid argument: {0}")]
-    InvalidArgument(&'static str),
-
-    /// `close()`/`destroy()` was called while other handles, children or
-    /// unacknowledged events still hold the object.
-    #[error(
-        "{object} is still in use ({holders} other holder(s): clones, child objects or events)"
-    )]
-    InUse {
-        /// The kind of object (`"CQ"`, `"context"`, ...).
-        object: &'static str,
-        /// How many other strong holders there were at the time of the call.
-        holders: usize,
-    },
-
-    /// Memory for a buffer could not be allocated (the process is not
-    /// aborted: the request is refused).
-    #[error("could not allocate {bytes} bytes for {what}")]
-    OutOfMemory {
-        /// What the memory was for.
-        what: &'static str,
-        /// How many bytes were asked for.
-        bytes: usize,
-    },
-
-    /// A libibverbs call failed.
-    #[error("{call} failed: {errno} ({desc})", desc = errno.desc())]
-    Verbs {
-        /// The verbs function that failed, such as `"ibv_create_cq"`.
-        call: &'static str,
-        /// The error number it reported.
-        errno: Errno,
-    },
-
-    /// A system call on an event file descriptor failed (`poll`, `fcntl`).
-    #[error("{call} on an event file descriptor failed: {errno} ({desc})", desc = errno.desc())]
-    Sys {
-        /// The system call.
-        call: &'static str,
-        /// The error number it reported.
-        errno: Errno,
-    },
 }
 
 impl Error {
     /// The errno carried by this error, if it came from libibverbs or the
-    /// kernel.
+    /// kernel (or stands for one: `ENOSYS` for [`Error::NoRdmaSupport`],
+    /// `ENOMEM` for [`Error::OutOfMemory`], `EBUSY` for [`Error::InUse`]).
+    #[must_use]
     pub fn errno(&self) -> Option<Errno> {
         match self {
-            Error::Verbs { errno, .. } | Error::Sys { errno, .. } => Some(*errno),
-            Error::NoRdmaSupport => Some(Errno::ENOSYS),
-            Error::OutOfMemory { .. } => Some(Errno::ENOMEM),
+            Error::Call { errno, .. } => Some(*errno),
+            Error::System { source, .. } => source.raw_os_error().map(Errno),
+            Error::NoRdmaSupport => Some(Errno::NOSYS),
+            Error::OutOfMemory { .. } => Some(Errno::NOMEM),
+            Error::InUse { .. } => Some(Errno::BUSY),
             _ => None,
         }
     }
 
     /// The libibverbs function or system call that failed, if any.
+    #[must_use]
     pub fn call(&self) -> Option<&'static str> {
         match self {
-            Error::Verbs { call, .. } | Error::Sys { call, .. } => Some(call),
+            Error::Call { call, .. } | Error::System { call, .. } | Error::State { call, .. } => {
+                Some(call)
+            }
             Error::NoRdmaSupport => Some("ibv_get_device_list"),
             _ => None,
         }
     }
 
     /// The [`io::ErrorKind`] that best describes this error.
+    #[must_use]
     pub fn kind(&self) -> io::ErrorKind {
         match self {
             Error::NoRdmaSupport => io::ErrorKind::Unsupported,
             Error::NoDevices | Error::NoSuchDevice { .. } => io::ErrorKind::NotFound,
             Error::PortOutOfRange { .. }
             | Error::OutOfBounds { .. }
-            | Error::InvalidArgument(_) => io::ErrorKind::InvalidInput,
-            // The kind of EBUSY (ResourceBusy on current Rust).
-            Error::InUse { .. } => io::Error::from_raw_os_error(libc::EBUSY).kind(),
+            | Error::InvalidArgument(_)
+            | Error::TooLarge { .. }
+            | Error::BufferTooSmall { .. } => io::ErrorKind::InvalidInput,
+            Error::InUse { .. } => Errno::BUSY.kind(),
             Error::OutOfMemory { .. } => io::ErrorKind::OutOfMemory,
-            Error::Verbs { errno, .. } | Error::Sys { errno, .. } => {
-                io::Error::from_raw_os_error(*errno as i32).kind()
-            }
+            Error::State { .. } => io::ErrorKind::Other,
+            Error::Call { errno, .. } => errno.kind(),
+            Error::System { source, .. } => source.kind(),
         }
+    }
+
+    /// An [`Error::InvalidArgument`] with a fixed message.
+    pub(crate) const fn invalid(msg: &'static str) -> Error {
+        Error::InvalidArgument(Cow::Borrowed(msg))
+    }
+
+    /// An [`Error::System`] for a failed system call.
+    pub(crate) fn system(call: &'static str, source: io::Error) -> Error {
+        Error::System { call, source }
     }
 }
 
@@ -160,39 +383,75 @@ impl From<Error> for io::Error {
     }
 }
 
-/// The calling thread's `errno`, or `EIO` where a verb failed without
+/// The error of a failed `close()`/`destroy()`, which hands the object
+/// back: `?` drops the object (which then tries again in its `Drop`) and
+/// keeps the error.
+impl<T: fmt::Debug> From<(T, Error)> for Error {
+    fn from((_, err): (T, Error)) -> Error {
+        err
+    }
+}
+
+/// The calling thread's `errno`, or `EIO` where a call failed without
 /// setting it (some providers return NULL without touching errno).
-pub(crate) fn last_errno() -> Errno {
+fn last_or_io() -> Errno {
     match Errno::last() {
-        Errno::UnknownErrno => Errno::EIO,
+        Errno(0) => Errno::IO,
         e => e,
     }
 }
 
-/// Error for a verb that reported failure through `errno`.
-pub(crate) fn verbs_errno(call: &'static str) -> Error {
-    Error::Verbs {
-        call,
-        errno: last_errno(),
-    }
-}
-
-/// Check a verb that returns 0 on success and an errno value on failure
-/// (some providers return `-errno` or `-1`: both are accepted).
-pub(crate) fn check_rc(call: &'static str, rc: libc::c_int) -> Result<()> {
+/// A verb that returns 0 on success and an errno value on failure (some
+/// providers return `-errno` or `-1`: both are accepted).
+pub(crate) fn check_rc(call: &'static str, rc: c_int) -> Result<()> {
     match rc {
         0 => Ok(()),
-        -1 => Err(verbs_errno(call)),
-        rc => Err(Error::Verbs {
+        -1 => Err(Error::Call {
             call,
-            errno: Errno::from_raw(rc.abs()),
+            errno: last_or_io(),
+        }),
+        rc => Err(Error::Call {
+            call,
+            errno: Errno(rc.saturating_abs()),
         }),
     }
 }
 
-/// Check a verb that returns a pointer, NULL with `errno` set on failure.
+/// A verb that returns a pointer, NULL with `errno` set on failure.
 pub(crate) fn check_ptr<T>(call: &'static str, ptr: *mut T) -> Result<std::ptr::NonNull<T>> {
-    std::ptr::NonNull::new(ptr).ok_or_else(|| verbs_errno(call))
+    std::ptr::NonNull::new(ptr).ok_or_else(|| Error::Call {
+        call,
+        errno: last_or_io(),
+    })
+}
+
+/// A call that returns 0 on success and -1 with `errno` set on failure
+/// (`ibv_get_async_event`, `ibv_get_cq_event`): the errno itself, for the
+/// caller to tell `EAGAIN` and `EINTR` from failures.
+pub(crate) fn check_minus_one(rc: c_int) -> std::result::Result<(), Errno> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(last_or_io())
+    }
+}
+
+/// A verb that returns a count, or a negative value on failure
+/// (`ibv_poll_cq`: "a negative value"; providers return `-errno` or `-1`).
+pub(crate) fn check_count(call: &'static str, rc: c_int) -> Result<usize> {
+    usize::try_from(rc).map_err(|_| Error::Call {
+        call,
+        errno: if rc == -1 {
+            Errno::IO
+        } else {
+            Errno(rc.saturating_abs())
+        },
+    })
+}
+
+/// An errno from `nix`, the crate's internal system-call layer.
+pub(crate) fn from_nix(call: &'static str, errno: nix::errno::Errno) -> Error {
+    Error::system(call, io::Error::from(errno))
 }
 
 #[cfg(test)]
@@ -203,8 +462,34 @@ mod tests {
     fn rc_conventions() {
         assert!(check_rc("x", 0).is_ok());
         let e = check_rc("ibv_destroy_cq", libc::EBUSY).unwrap_err();
-        assert_eq!(e.errno(), Some(Errno::EBUSY));
+        assert_eq!(e.errno(), Some(Errno::BUSY));
         let e = check_rc("ibv_destroy_cq", -libc::EBUSY).unwrap_err();
-        assert_eq!(e.errno(), Some(Errno::EBUSY));
+        assert_eq!(e.errno(), Some(Errno::BUSY));
+        assert_eq!(check_count("ibv_poll_cq", 3).unwrap(), 3);
+        let e = check_count("ibv_poll_cq", -libc::EINVAL).unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::INVAL));
+        assert_eq!(
+            check_count("ibv_poll_cq", -1).unwrap_err().errno(),
+            Some(Errno::IO)
+        );
+    }
+
+    #[test]
+    fn errno_prints_its_name_text_and_number() {
+        assert_eq!(format!("{:?}", Errno::AGAIN), "Errno::AGAIN");
+        assert_eq!(
+            format!("{:?}", Errno::from_raw_os_error(4000)),
+            "Errno(4000)"
+        );
+        let shown = Errno::BUSY.to_string();
+        assert!(shown.ends_with(&format!("({})", libc::EBUSY)), "{shown}");
+        assert!(!Errno::BUSY.text().is_empty());
+        assert!(Errno::from_raw_os_error(4000).text().contains("4000"));
+        assert_eq!(Errno::AGAIN.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(
+            io::Error::from(Errno::NOENT).raw_os_error(),
+            Some(libc::ENOENT)
+        );
+        assert_eq!(Errno::from_raw_os_error(5).raw_os_error(), 5);
     }
 }

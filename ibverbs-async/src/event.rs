@@ -20,21 +20,23 @@
 //! the event is acknowledged at once and reports [`Element::Destroyed`].
 //!
 //! The event borrows the [`Context`] it was read from, so the context
-//! handle cannot be dropped or closed while an event is held.
+//! handle cannot be dropped or closed while an event is held. An
+//! [`OwnedAsyncEvent`] holds a clone of the context instead, so it can be
+//! moved to another thread or task; [`Context::close`] then fails with
+//! [`Error::InUse`] until it is dropped.
 
 use std::fmt;
-use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use libibverbs_sys as sys;
-use nix::errno::Errno;
 
 use crate::context::Context;
 use crate::cq::Cq;
-use crate::error::{last_errno, Error, Result};
-use crate::fd::{wait_readable, Deadline, EventFd};
+use crate::error::{check_minus_one, Errno, Error, Result};
+use crate::fd::{wait_readable, Deadline, EventFd, Stopper, Wait};
 use crate::qp::Qp;
-use crate::registry::{Lookup, ObjectId};
+use crate::registry::{Lookup, ObjectId, Table};
 use crate::srq::Srq;
 
 /// The type of an asynchronous event (`enum ibv_event_type`).
@@ -91,6 +93,7 @@ pub enum EventType {
 
 /// What kind of element an event type names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ElementKind {
     /// A completion queue.
     Cq,
@@ -209,6 +212,7 @@ impl EventType {
     ];
 
     /// Decodes an `enum ibv_event_type` value.
+    #[must_use]
     pub fn from_raw(raw: u32) -> EventType {
         Self::TABLE
             .iter()
@@ -217,6 +221,7 @@ impl EventType {
     }
 
     /// The `enum ibv_event_type` value.
+    #[must_use]
     pub fn to_raw(self) -> u32 {
         match self {
             EventType::Unknown(raw) => raw,
@@ -228,6 +233,7 @@ impl EventType {
     }
 
     /// The C name, e.g. `"IBV_EVENT_PORT_ERR"`; `None` for unknown values.
+    #[must_use]
     pub fn name(self) -> Option<&'static str> {
         Self::TABLE
             .iter()
@@ -236,6 +242,7 @@ impl EventType {
     }
 
     /// What the event's element is, per `ibv_get_async_event(3)`.
+    #[must_use]
     pub fn element_kind(self) -> ElementKind {
         use EventType::*;
         match self {
@@ -261,8 +268,9 @@ impl fmt::Display for EventType {
     }
 }
 
-/// What an [`AsyncEvent`] is about, resolved to this crate's objects.
+/// What an asynchronous event is about, resolved to this crate's objects.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Element {
     /// The CQ (held until the event is dropped).
     Cq(Cq),
@@ -270,11 +278,8 @@ pub enum Element {
     Qp(Qp),
     /// The SRQ (held until the event is dropped).
     Srq(Srq),
-    /// A work queue, by number (this crate creates none).
-    Wq {
-        /// `ibv_wq.wq_num`.
-        wq_num: u32,
-    },
+    /// A work queue, by number (`ibv_wq.wq_num`; this crate creates none).
+    Wq(u32),
     /// A port number.
     Port(u8),
     /// The device.
@@ -290,12 +295,17 @@ pub enum Element {
 }
 
 /// The identity of an event's element: a plain copyable value that outlives
-/// the event (see [`AsyncEventInfo`]).
+/// the event (see [`AsyncEventInfo`]). Every variant with data names its
+/// fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ElementId {
     /// A CQ.
-    Cq(ObjectId),
-    /// A QP and its number.
+    Cq {
+        /// The CQ's identity.
+        id: ObjectId,
+    },
+    /// A QP.
     Qp {
         /// The QP's identity.
         id: ObjectId,
@@ -303,38 +313,51 @@ pub enum ElementId {
         qp_num: u32,
     },
     /// An SRQ.
-    Srq(ObjectId),
+    Srq {
+        /// The SRQ's identity.
+        id: ObjectId,
+    },
     /// A work queue.
     Wq {
         /// The WQ number.
         wq_num: u32,
     },
-    /// A port number.
-    Port(u8),
+    /// A port.
+    Port {
+        /// The port number.
+        port: u8,
+    },
     /// The device.
     Device,
     /// A CQ, QP or SRQ this crate did not create.
-    Untracked(ElementKind),
-    /// The raw element of an unknown event type.
-    Unknown(u64),
+    Untracked {
+        /// What kind of object it is.
+        kind: ElementKind,
+    },
+    /// The element of an unknown event type.
+    Unknown {
+        /// Its raw value.
+        raw: u64,
+    },
 }
 
 impl Element {
     /// The element's identity.
+    #[must_use]
     pub fn id(&self) -> ElementId {
         match self {
-            Element::Cq(cq) => ElementId::Cq(cq.id()),
+            Element::Cq(cq) => ElementId::Cq { id: cq.id() },
             Element::Qp(qp) => ElementId::Qp {
                 id: qp.id(),
                 qp_num: qp.qp_num(),
             },
-            Element::Srq(srq) => ElementId::Srq(srq.id()),
-            Element::Wq { wq_num } => ElementId::Wq { wq_num: *wq_num },
-            Element::Port(p) => ElementId::Port(*p),
+            Element::Srq(srq) => ElementId::Srq { id: srq.id() },
+            Element::Wq(wq_num) => ElementId::Wq { wq_num: *wq_num },
+            Element::Port(port) => ElementId::Port { port: *port },
             Element::Device => ElementId::Device,
             Element::Destroyed(id) => *id,
-            Element::Untracked(kind) => ElementId::Untracked(*kind),
-            Element::Unknown(raw) => ElementId::Unknown(*raw),
+            Element::Untracked(kind) => ElementId::Untracked { kind: *kind },
+            Element::Unknown(raw) => ElementId::Unknown { raw: *raw },
         }
     }
 }
@@ -342,14 +365,14 @@ impl Element {
 impl fmt::Display for ElementId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ElementId::Cq(id) => write!(f, "CQ {id}"),
+            ElementId::Cq { id } => write!(f, "CQ {id}"),
             ElementId::Qp { id, qp_num } => write!(f, "QP {id} (qp_num {qp_num:#x})"),
-            ElementId::Srq(id) => write!(f, "SRQ {id}"),
+            ElementId::Srq { id } => write!(f, "SRQ {id}"),
             ElementId::Wq { wq_num } => write!(f, "WQ {wq_num:#x}"),
-            ElementId::Port(p) => write!(f, "port {p}"),
+            ElementId::Port { port } => write!(f, "port {port}"),
             ElementId::Device => f.write_str("device"),
-            ElementId::Untracked(kind) => write!(f, "untracked {kind:?}"),
-            ElementId::Unknown(raw) => write!(f, "element {raw:#x}"),
+            ElementId::Untracked { kind } => write!(f, "untracked {kind:?}"),
+            ElementId::Unknown { raw } => write!(f, "element {raw:#x}"),
         }
     }
 }
@@ -358,11 +381,23 @@ impl fmt::Display for ElementId {
 /// acknowledged; holds no reference to any object.
 // Plain integers copied out of C: Send + Sync by construction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct AsyncEventInfo {
     /// The event type.
     pub event_type: EventType,
     /// Its element.
     pub element: ElementId,
+}
+
+impl AsyncEventInfo {
+    /// An event description, as a test or a replay may need one.
+    #[must_use]
+    pub fn new(event_type: EventType, element: ElementId) -> AsyncEventInfo {
+        AsyncEventInfo {
+            event_type,
+            element,
+        }
+    }
 }
 
 impl fmt::Display for AsyncEventInfo {
@@ -371,97 +406,33 @@ impl fmt::Display for AsyncEventInfo {
     }
 }
 
-/// An asynchronous event, not yet acknowledged: `ibv_get_async_event()`.
-///
-/// Dropping it acknowledges it (`ibv_ack_async_event()`), and so does
-/// [`ack`](AsyncEvent::ack); a panic while it is held acknowledges it too
-/// (`Drop` runs during unwinding). It holds the CQ, QP or SRQ it names, so
-/// that object cannot be destroyed before the acknowledgement, and it
-/// borrows the [`Context`], which cannot be dropped or closed meanwhile.
-///
-/// `Send` and `Sync`: `ibv_ack_async_event` may run on any thread
-/// (libibverbs takes the object's mutex and signals its condition variable;
-/// nothing ties the acknowledgement to the reading thread), and the object
-/// it touches is kept alive by the held reference.
-#[must_use = "dropping an AsyncEvent acknowledges it at once; use `ack()` to make that explicit"]
-pub struct AsyncEvent<'ctx> {
+/// What both event types hold: the C event and its resolved element, and
+/// the acknowledgement, given in `Drop` before the element is released.
+struct EventCore {
     raw: sys::ibv_async_event,
     event_type: EventType,
     /// Dropped after `Drop::drop` acknowledged: the acknowledgement comes
     /// before the object's destroy can start.
     element: Element,
     needs_ack: bool,
-    _ctx: PhantomData<&'ctx Context>,
 }
 
-// SAFETY: see the type's documentation: acknowledging from another thread
-// is allowed (ibv_ack_async_event(3) only locks the object's mutex), the
+// SAFETY: acknowledging from another thread is allowed
+// (ibv_ack_async_event(3) only locks the object's mutex and signals its
+// condition variable; nothing ties it to the reading thread), and the
 // element pointer stays valid because the event holds the object (or, for
-// port and device events, acknowledging touches nothing), and the borrowed
-// Context is Sync.
-unsafe impl Send for AsyncEvent<'_> {}
+// port and device events, acknowledging touches nothing).
+unsafe impl Send for EventCore {}
 // SAFETY: shared access only reads the copied type and the element handle,
 // which is Sync itself.
-unsafe impl Sync for AsyncEvent<'_> {}
+unsafe impl Sync for EventCore {}
 
-impl<'ctx> AsyncEvent<'ctx> {
-    /// The event type.
-    pub fn event_type(&self) -> EventType {
-        self.event_type
-    }
-
-    /// The element the event is about.
-    pub fn element(&self) -> &Element {
-        &self.element
-    }
-
-    /// A copy of the type and element identity.
-    pub fn info(&self) -> AsyncEventInfo {
+impl EventCore {
+    fn info(&self) -> AsyncEventInfo {
         AsyncEventInfo {
             event_type: self.event_type,
             element: self.element.id(),
         }
-    }
-
-    /// The CQ of a CQ event.
-    pub fn cq(&self) -> Option<&Cq> {
-        match &self.element {
-            Element::Cq(cq) => Some(cq),
-            _ => None,
-        }
-    }
-
-    /// The QP of a QP event.
-    pub fn qp(&self) -> Option<&Qp> {
-        match &self.element {
-            Element::Qp(qp) => Some(qp),
-            _ => None,
-        }
-    }
-
-    /// The SRQ of an SRQ event.
-    pub fn srq(&self) -> Option<&Srq> {
-        match &self.element {
-            Element::Srq(srq) => Some(srq),
-            _ => None,
-        }
-    }
-
-    /// The port number of a port event.
-    pub fn port(&self) -> Option<u8> {
-        match self.element {
-            Element::Port(p) => Some(p),
-            _ => None,
-        }
-    }
-
-    /// Acknowledges the event (`ibv_ack_async_event()`) and returns a copy
-    /// of what it was. Equivalent to dropping it, but explicit.
-    #[doc(alias = "ibv_ack_async_event")]
-    pub fn ack(self) -> AsyncEventInfo {
-        self.info()
-        // `self` is dropped here: Drop acknowledges, then releases the
-        // element.
     }
 
     fn ack_now(&mut self) {
@@ -478,7 +449,33 @@ impl<'ctx> AsyncEvent<'ctx> {
     }
 }
 
-impl Drop for AsyncEvent<'_> {
+impl EventCore {
+    /// Resolves the address of a CQ, QP or SRQ through its table: a live
+    /// object is held by the event (`live`); one whose last handle is gone
+    /// has its destroy waiting, on another thread, for this very
+    /// acknowledgement, so the event is acknowledged at once, after `dying`
+    /// read what identifies the object.
+    fn track<T>(
+        &mut self,
+        table: &Table<T>,
+        key: usize,
+        kind: ElementKind,
+        live: impl FnOnce(Arc<T>) -> Element,
+        dying: impl FnOnce(ObjectId) -> ElementId,
+    ) -> Element {
+        match table.lookup(key) {
+            Lookup::Live(object) => live(object),
+            Lookup::Dying(id) => {
+                let id = dying(id);
+                self.ack_now();
+                Element::Destroyed(id)
+            }
+            Lookup::Missing => Element::Untracked(kind),
+        }
+    }
+}
+
+impl Drop for EventCore {
     fn drop(&mut self) {
         self.ack_now();
         // `element` is dropped after this: it may hold the last reference to
@@ -486,16 +483,161 @@ impl Drop for AsyncEvent<'_> {
     }
 }
 
+/// The accessors both event types share.
+macro_rules! event_accessors {
+    () => {
+        /// The event type.
+        #[must_use]
+        pub fn event_type(&self) -> EventType {
+            self.core.event_type
+        }
+
+        /// The element the event is about.
+        #[must_use]
+        pub fn element(&self) -> &Element {
+            &self.core.element
+        }
+
+        /// A copy of the type and element identity.
+        #[must_use]
+        pub fn info(&self) -> AsyncEventInfo {
+            self.core.info()
+        }
+
+        /// The CQ of a CQ event.
+        #[must_use]
+        pub fn cq(&self) -> Option<&Cq> {
+            match &self.core.element {
+                Element::Cq(cq) => Some(cq),
+                _ => None,
+            }
+        }
+
+        /// The QP of a QP event.
+        #[must_use]
+        pub fn qp(&self) -> Option<&Qp> {
+            match &self.core.element {
+                Element::Qp(qp) => Some(qp),
+                _ => None,
+            }
+        }
+
+        /// The SRQ of an SRQ event.
+        #[must_use]
+        pub fn srq(&self) -> Option<&Srq> {
+            match &self.core.element {
+                Element::Srq(srq) => Some(srq),
+                _ => None,
+            }
+        }
+
+        /// The port number of a port event.
+        #[must_use]
+        pub fn port(&self) -> Option<u8> {
+            match self.core.element {
+                Element::Port(p) => Some(p),
+                _ => None,
+            }
+        }
+
+        /// Acknowledges the event (`ibv_ack_async_event()`) and returns a
+        /// copy of what it was. Equivalent to dropping it, but explicit.
+        #[doc(alias = "ibv_ack_async_event")]
+        #[allow(clippy::must_use_candidate)]
+        pub fn ack(self) -> AsyncEventInfo {
+            self.core.info()
+            // `self` is dropped here: the core acknowledges, then releases
+            // the element.
+        }
+    };
+}
+
+/// An asynchronous event, not yet acknowledged: `ibv_get_async_event()`.
+///
+/// Dropping it acknowledges it (`ibv_ack_async_event()`), and so does
+/// [`ack`](AsyncEvent::ack); a panic while it is held acknowledges it too
+/// (`Drop` runs during unwinding). It holds the CQ, QP or SRQ it names, so
+/// that object cannot be destroyed before the acknowledgement, and it
+/// borrows the [`Context`], which cannot be dropped or closed meanwhile.
+/// [`into_owned`](AsyncEvent::into_owned) turns it into an
+/// [`OwnedAsyncEvent`], which can be moved to another thread or task.
+///
+/// `Send` and `Sync`: `ibv_ack_async_event` may run on any thread.
+#[must_use = "dropping an AsyncEvent acknowledges it at once; use `ack()` to make that explicit"]
+pub struct AsyncEvent<'ctx> {
+    core: EventCore,
+    ctx: &'ctx Context,
+}
+
+impl AsyncEvent<'_> {
+    event_accessors!();
+
+    /// The event, holding a clone of its context instead of a borrow:
+    /// `Send + 'static`, for a spawned task or another thread. It is still
+    /// acknowledged when dropped, and still holds the object it names; the
+    /// context cannot be closed ([`Error::InUse`]) until it is gone.
+    pub fn into_owned(self) -> OwnedAsyncEvent {
+        let AsyncEvent { core, ctx } = self;
+        OwnedAsyncEvent {
+            core,
+            ctx: ctx.clone(),
+        }
+    }
+}
+
+/// An asynchronous event that holds its [`Context`] (a clone) rather than
+/// borrowing it: `Send + Sync + 'static`, so it can be moved into a spawned
+/// task or another thread. Made by [`AsyncEvent::into_owned`],
+/// [`Context::get_owned_async_event`], or the tokio stream.
+///
+/// Everything else is as for [`AsyncEvent`]: dropping it acknowledges it,
+/// the object it names cannot be destroyed before that (an explicit
+/// `destroy()` returns [`Error::InUse`]), and neither can the context
+/// ([`Context::close`] returns [`Error::InUse`]).
+#[must_use = "dropping an OwnedAsyncEvent acknowledges it at once; use `ack()` to make that explicit"]
+pub struct OwnedAsyncEvent {
+    // Dropped first: acknowledges and releases the element before the
+    // context handle goes.
+    core: EventCore,
+    ctx: Context,
+}
+
+impl OwnedAsyncEvent {
+    event_accessors!();
+
+    /// The context the event was read from.
+    #[must_use]
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
 impl fmt::Debug for AsyncEvent<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncEvent")
-            .field("event_type", &self.event_type)
-            .field("element", &self.element)
+            .field("event_type", &self.core.event_type)
+            .field("element", &self.core.element)
+            .finish()
+    }
+}
+
+impl fmt::Debug for OwnedAsyncEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedAsyncEvent")
+            .field("event_type", &self.core.event_type)
+            .field("element", &self.core.element)
+            .field("context", &self.ctx)
             .finish()
     }
 }
 
 impl fmt::Display for AsyncEvent<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.info(), f)
+    }
+}
+
+impl fmt::Display for OwnedAsyncEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.info(), f)
     }
@@ -511,14 +653,17 @@ pub(crate) fn try_read(ctx: &Context) -> Result<Option<AsyncEvent<'_>>> {
         // returns 0, or -1 with errno set (EAGAIN: the fd is non-blocking
         // and empty).
         let rc = unsafe { sys::ibv_get_async_event(ctx.inner.raw(), &mut raw) };
-        if rc == 0 {
-            return Ok(Some(resolve(ctx, raw)));
-        }
-        match last_errno() {
-            Errno::EINTR => continue,
-            Errno::EAGAIN => return Ok(None),
-            errno => {
-                return Err(Error::Verbs {
+        match check_minus_one(rc) {
+            Ok(()) => {
+                return Ok(Some(AsyncEvent {
+                    core: resolve(ctx, raw),
+                    ctx,
+                }))
+            }
+            Err(Errno::INTR) => continue,
+            Err(Errno::AGAIN) => return Ok(None),
+            Err(errno) => {
+                return Err(Error::Call {
                     call: "ibv_get_async_event",
                     errno,
                 })
@@ -528,17 +673,16 @@ pub(crate) fn try_read(ctx: &Context) -> Result<Option<AsyncEvent<'_>>> {
 }
 
 /// Resolves the element of a freshly read event to this crate's objects.
-fn resolve(ctx: &Context, raw: sys::ibv_async_event) -> AsyncEvent<'_> {
+fn resolve(ctx: &Context, raw: sys::ibv_async_event) -> EventCore {
     #[cfg(feature = "__rxe-tests")]
     crate::test_hooks::before_resolve();
 
     let event_type = EventType::from_raw(raw.event_type);
-    let mut event = AsyncEvent {
+    let mut event = EventCore {
         raw,
         event_type,
         element: Element::Device,
         needs_ack: true,
-        _ctx: PhantomData,
     };
     let inner = &ctx.inner;
     // SAFETY (all union reads below): ibv_get_async_event(3) sets the union
@@ -548,46 +692,45 @@ fn resolve(ctx: &Context, raw: sys::ibv_async_event) -> AsyncEvent<'_> {
         ElementKind::Cq => {
             // SAFETY: see above: a CQ event carries `cq`.
             let p = unsafe { raw.element.cq };
-            match inner.cqs.lookup(p as usize) {
-                Lookup::Live(cq) => Element::Cq(Cq { inner: cq }),
-                Lookup::Dying(id) => {
-                    event.ack_now();
-                    Element::Destroyed(ElementId::Cq(id))
-                }
-                Lookup::Missing => Element::Untracked(ElementKind::Cq),
-            }
+            event.track(
+                &inner.cqs,
+                p as usize,
+                ElementKind::Cq,
+                |cq| Element::Cq(Cq { inner: cq }),
+                |id| ElementId::Cq { id },
+            )
         }
         ElementKind::Qp => {
             // SAFETY: see above: a QP event carries `qp`.
             let p = unsafe { raw.element.qp };
-            match inner.qps.lookup(p as usize) {
-                Lookup::Live(qp) => Element::Qp(Qp { inner: qp }),
-                Lookup::Dying(id) => {
-                    // SAFETY: the QP is alive until acknowledged (now).
-                    let qp_num = unsafe { (*p).qp_num };
-                    event.ack_now();
-                    Element::Destroyed(ElementId::Qp { id, qp_num })
-                }
-                Lookup::Missing => Element::Untracked(ElementKind::Qp),
-            }
+            event.track(
+                &inner.qps,
+                p as usize,
+                ElementKind::Qp,
+                |qp| Element::Qp(Qp { inner: qp }),
+                |id| ElementId::Qp {
+                    id,
+                    // SAFETY: the QP is alive until the event is
+                    // acknowledged, which `track` does after this returns.
+                    qp_num: unsafe { (*p).qp_num },
+                },
+            )
         }
         ElementKind::Srq => {
             // SAFETY: see above: an SRQ event carries `srq`.
             let p = unsafe { raw.element.srq };
-            match inner.srqs.lookup(p as usize) {
-                Lookup::Live(srq) => Element::Srq(Srq { inner: srq }),
-                Lookup::Dying(id) => {
-                    event.ack_now();
-                    Element::Destroyed(ElementId::Srq(id))
-                }
-                Lookup::Missing => Element::Untracked(ElementKind::Srq),
-            }
+            event.track(
+                &inner.srqs,
+                p as usize,
+                ElementKind::Srq,
+                |srq| Element::Srq(Srq { inner: srq }),
+                |id| ElementId::Srq { id },
+            )
         }
         ElementKind::Wq => {
             // SAFETY: see above: a WQ event carries `wq`, alive until
             // acknowledged.
-            let wq_num = unsafe { (*raw.element.wq).wq_num };
-            Element::Wq { wq_num }
+            Element::Wq(unsafe { (*raw.element.wq).wq_num })
         }
         ElementKind::Port => {
             // SAFETY: see above: a port event carries `port_num`.
@@ -612,19 +755,25 @@ impl Context {
     /// (`poll`/`epoll` or an async reactor), as an [`EventFd`]: it cannot be
     /// read or re-flagged from safe code, which would lose events or make
     /// the non-blocking gets block.
+    #[must_use]
     pub fn async_fd(&self) -> EventFd<'_> {
         EventFd::new(self.inner.async_fd())
     }
 
     /// Returns the next asynchronous event if one is pending, without
     /// waiting.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_get_async_event` fails.
     pub fn try_get_async_event(&self) -> Result<Option<AsyncEvent<'_>>> {
         try_read(self)
     }
 
     /// Waits for the next asynchronous event (`ibv_get_async_event()`).
     ///
-    /// Several threads may wait at once; each event reaches exactly one.
+    /// Several threads may wait at once; each event reaches exactly one. To
+    /// end the wait from another thread, use
+    /// [`wait_async_event`](Context::wait_async_event).
     ///
     /// ```no_run
     /// # fn main() -> ibverbs_async::Result<()> {
@@ -639,33 +788,84 @@ impl Context {
     /// event.ack();
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_get_async_event` fails, [`Error::System`]
+    /// when `poll` does.
     #[doc(alias = "ibv_get_async_event")]
     pub fn get_async_event(&self) -> Result<AsyncEvent<'_>> {
         loop {
-            if let Some(event) = self.read_async(Deadline::Never)? {
+            if let Wait::Ready(event) = self.read_async(None, Deadline::Never)? {
                 return Ok(event);
             }
         }
     }
 
+    /// Waits for the next asynchronous event and returns it as an
+    /// [`OwnedAsyncEvent`], to move to another thread.
+    ///
+    /// # Errors
+    /// As [`get_async_event`](Context::get_async_event).
+    pub fn get_owned_async_event(&self) -> Result<OwnedAsyncEvent> {
+        self.get_async_event().map(AsyncEvent::into_owned)
+    }
+
     /// Waits at most `timeout` for the next asynchronous event.
+    ///
+    /// # Errors
+    /// As [`get_async_event`](Context::get_async_event).
     pub fn get_async_event_timeout(&self, timeout: Duration) -> Result<Option<AsyncEvent<'_>>> {
-        self.read_async(Deadline::after(timeout))
+        Ok(self.read_async(None, Deadline::after(timeout))?.ready())
+    }
+
+    /// Waits for the next asynchronous event until `stopper` is stopped
+    /// (from another thread) or `timeout` passes (`None`: no limit).
+    ///
+    /// A stopped wait reads nothing, so no event is lost; a stop made
+    /// before the call ends it at once.
+    ///
+    /// # Errors
+    /// As [`get_async_event`](Context::get_async_event).
+    pub fn wait_async_event(
+        &self,
+        stopper: &Stopper,
+        timeout: Option<Duration>,
+    ) -> Result<Wait<AsyncEvent<'_>>> {
+        self.read_async(
+            Some(stopper),
+            timeout.map_or(Deadline::Never, Deadline::after),
+        )
     }
 
     /// Waits for the next asynchronous event, acknowledges it at once and
     /// returns a copy of it.
+    ///
+    /// # Errors
+    /// As [`get_async_event`](Context::get_async_event).
     pub fn get_and_ack(&self) -> Result<AsyncEventInfo> {
         self.get_async_event().map(AsyncEvent::ack)
     }
 
-    fn read_async(&self, deadline: Deadline) -> Result<Option<AsyncEvent<'_>>> {
+    fn read_async(
+        &self,
+        stopper: Option<&Stopper>,
+        deadline: Deadline,
+    ) -> Result<Wait<AsyncEvent<'_>>> {
         loop {
-            if let Some(event) = try_read(self)? {
-                return Ok(Some(event));
+            if let Some(s) = stopper {
+                // A stop ends the wait before anything is read: no event is
+                // taken and then dropped.
+                if s.is_stopped()? {
+                    return Ok(Wait::Stopped);
+                }
             }
-            if !wait_readable(self.inner.async_fd(), deadline)? {
-                return Ok(None);
+            if let Some(event) = try_read(self)? {
+                return Ok(Wait::Ready(event));
+            }
+            match wait_readable(self.inner.async_fd(), stopper, deadline)? {
+                Wait::Ready(()) => {}
+                Wait::TimedOut => return Ok(Wait::TimedOut),
+                Wait::Stopped => return Ok(Wait::Stopped),
             }
         }
     }

@@ -8,27 +8,151 @@
 //! that several threads may wait on one fd, each event reaching exactly one
 //! of them.
 
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
+use nix::errno::Errno as NixErrno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd as NixEventFd};
 
-use crate::error::{Error, Result};
+use crate::error::{from_nix, Result};
 
 /// Puts `fd` in non-blocking mode (`fcntl(F_SETFL, flags | O_NONBLOCK)`).
 pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<()> {
-    let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(|errno| Error::Sys {
-        call: "fcntl(F_GETFL)",
-        errno,
-    })?;
+    let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(|e| from_nix("fcntl(F_GETFL)", e))?;
     let flags = OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK;
-    fcntl(fd, FcntlArg::F_SETFL(flags)).map_err(|errno| Error::Sys {
-        call: "fcntl(F_SETFL)",
-        errno,
-    })?;
+    fcntl(fd, FcntlArg::F_SETFL(flags)).map_err(|e| from_nix("fcntl(F_SETFL)", e))?;
     Ok(())
+}
+
+/// How a stoppable wait ended.
+#[derive(Debug)]
+#[must_use = "a wait may end without a value: match on it"]
+pub enum Wait<T> {
+    /// The value waited for.
+    Ready(T),
+    /// The timeout passed first.
+    TimedOut,
+    /// [`Stopper::stop`] was called (before or during the wait).
+    Stopped,
+}
+
+impl<T> Wait<T> {
+    /// The value, if the wait got one.
+    #[must_use]
+    pub fn ready(self) -> Option<T> {
+        match self {
+            Wait::Ready(v) => Some(v),
+            Wait::TimedOut | Wait::Stopped => None,
+        }
+    }
+
+    /// Whether the wait was stopped.
+    #[must_use]
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, Wait::Stopped)
+    }
+}
+
+/// A handle that ends blocking waits from another thread:
+/// [`Context::wait_async_event`](crate::Context::wait_async_event) and
+/// [`CompChannel::wait_cq_event`](crate::CompChannel::wait_cq_event) poll its
+/// `eventfd(2)` beside the event fd and return [`Wait::Stopped`] once
+/// [`stop`](Stopper::stop) was called.
+///
+/// Clones share one eventfd. A stop is sticky: every wait given the stopper,
+/// now or later, returns [`Wait::Stopped`] until [`reset`](Stopper::reset).
+/// No event is read by a stopped wait, so none is lost.
+///
+/// ```no_run
+/// # fn main() -> ibverbs_async::Result<()> {
+/// use ibverbs_async::{Context, Stopper, Wait};
+/// let ctx = Context::open("rxe0")?;
+/// let stopper = Stopper::new()?;
+/// let reader = {
+///     let (ctx, stopper) = (ctx.clone(), stopper.clone());
+///     std::thread::spawn(move || loop {
+///         match ctx.wait_async_event(&stopper, None)? {
+///             Wait::Ready(event) => println!("{event}"),
+///             Wait::TimedOut => continue,
+///             Wait::Stopped => return Ok::<_, ibverbs_async::Error>(()),
+///         }
+///     })
+/// };
+/// stopper.stop()?;
+/// reader.join().unwrap()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Stopper {
+    fd: Arc<NixEventFd>,
+}
+
+impl Stopper {
+    /// A new stopper, not stopped (`eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`).
+    ///
+    /// # Errors
+    /// [`Error::System`](crate::Error::System) when `eventfd` fails (out of
+    /// file descriptors).
+    pub fn new() -> Result<Stopper> {
+        let fd =
+            NixEventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                .map_err(|e| from_nix("eventfd", e))?;
+        Ok(Stopper { fd: Arc::new(fd) })
+    }
+
+    /// Stops every wait given this stopper (or a clone), current and later.
+    ///
+    /// # Errors
+    /// [`Error::System`](crate::Error::System) when the eventfd cannot be
+    /// written (its counter is full: stopped about 2^64 times without a
+    /// reset).
+    pub fn stop(&self) -> Result<()> {
+        match self.fd.write(1) {
+            Ok(_) | Err(NixErrno::EAGAIN) => Ok(()),
+            Err(e) => Err(from_nix("write(eventfd)", e)),
+        }
+    }
+
+    /// Clears a stop, so that waits block again.
+    ///
+    /// # Errors
+    /// [`Error::System`](crate::Error::System) when the eventfd cannot be
+    /// read.
+    pub fn reset(&self) -> Result<()> {
+        match self.fd.read() {
+            Ok(_) | Err(NixErrno::EAGAIN) => Ok(()),
+            Err(e) => Err(from_nix("read(eventfd)", e)),
+        }
+    }
+
+    /// Whether [`stop`](Stopper::stop) was called since the last reset.
+    ///
+    /// # Errors
+    /// [`Error::System`](crate::Error::System) when `poll` fails.
+    pub fn is_stopped(&self) -> Result<bool> {
+        let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(n) => Ok(n > 0),
+            Err(e) => Err(from_nix("poll", e)),
+        }
+    }
+}
+
+impl AsFd for Stopper {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl std::fmt::Debug for Stopper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stopper")
+            .field("fd", &self.fd.as_fd().as_raw_fd())
+            .finish()
+    }
 }
 
 /// An event fd of the crate (a context's async fd, a completion channel's
@@ -60,11 +184,17 @@ impl<'a> EventFd<'a> {
     /// Waits until the fd is readable or `timeout` passes (`None`: no
     /// limit); returns whether it is readable. A readable fd means an event
     /// may be there: read it with the owner's non-blocking get.
+    ///
+    /// # Errors
+    /// [`Error::System`](crate::Error::System) when `poll` fails.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> Result<bool> {
         // SAFETY: the fd is open as long as 'a (the owner is borrowed); it
         // is only polled.
         let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
-        wait_readable(fd, timeout.map_or(Deadline::Never, Deadline::after))
+        Ok(matches!(
+            wait_readable(fd, None, timeout.map_or(Deadline::Never, Deadline::after))?,
+            Wait::Ready(())
+        ))
     }
 }
 
@@ -109,30 +239,43 @@ impl Deadline {
     }
 }
 
-/// Waits until `fd` is readable or the deadline passes. Returns whether it is
-/// readable. `EINTR` restarts the wait with the time left.
-pub(crate) fn wait_readable(fd: BorrowedFd<'_>, deadline: Deadline) -> Result<bool> {
+/// Waits until `fd` is readable, `stopper` is stopped (checked first) or
+/// the deadline passes. `EINTR` restarts the wait with the time left.
+pub(crate) fn wait_readable(
+    fd: BorrowedFd<'_>,
+    stopper: Option<&Stopper>,
+    deadline: Deadline,
+) -> Result<Wait<()>> {
     loop {
         let Some(timeout) = deadline.remaining() else {
-            return Ok(false);
+            return Ok(Wait::TimedOut);
         };
         let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-        match poll(&mut fds, timeout) {
-            Ok(0) => {
-                if matches!(deadline, Deadline::Never) {
-                    continue;
-                }
+        let mut both;
+        let fds: &mut [PollFd<'_>] = match stopper {
+            None => &mut fds,
+            Some(s) => {
+                both = [
+                    PollFd::new(s.fd.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(fd, PollFlags::POLLIN),
+                ];
+                &mut both
             }
-            // POLLERR/POLLHUP also end the wait: the read that follows
-            // reports the error.
-            Ok(_) => return Ok(true),
-            Err(Errno::EINTR) => {}
-            Err(errno) => {
-                return Err(Error::Sys {
-                    call: "poll",
-                    errno,
-                })
+        };
+        match poll(fds, timeout) {
+            Ok(0) => {}
+            Ok(_) => {
+                let stopped = stopper.is_some() && fds[0].any().unwrap_or(false);
+                // POLLERR/POLLHUP also end the wait: the read that follows
+                // reports the error.
+                return Ok(if stopped {
+                    Wait::Stopped
+                } else {
+                    Wait::Ready(())
+                });
             }
+            Err(NixErrno::EINTR) => {}
+            Err(errno) => return Err(from_nix("poll", errno)),
         }
     }
 }
@@ -150,15 +293,41 @@ mod tests {
         let flags = fcntl(r.as_fd(), FcntlArg::F_GETFL).unwrap();
         assert!(OFlag::from_bits_retain(flags).contains(OFlag::O_NONBLOCK));
 
+        let ready = |w: Wait<()>| matches!(w, Wait::Ready(()));
         let start = Instant::now();
-        assert!(!wait_readable(r.as_fd(), Deadline::after(Duration::from_millis(50))).unwrap());
+        let t = wait_readable(r.as_fd(), None, Deadline::after(Duration::from_millis(50)));
+        assert!(matches!(t.unwrap(), Wait::TimedOut));
         assert!(start.elapsed() >= Duration::from_millis(50));
         // A zero timeout returns at once.
-        assert!(!wait_readable(r.as_fd(), Deadline::after(Duration::ZERO)).unwrap());
+        let t = wait_readable(r.as_fd(), None, Deadline::after(Duration::ZERO));
+        assert!(matches!(t.unwrap(), Wait::TimedOut));
 
         std::fs::File::from(w).write_all(b"x").unwrap();
-        assert!(wait_readable(r.as_fd(), Deadline::Never).unwrap());
-        assert!(wait_readable(r.as_fd(), Deadline::after(Duration::from_secs(5))).unwrap());
+        assert!(ready(
+            wait_readable(r.as_fd(), None, Deadline::Never).unwrap()
+        ));
+        let t = wait_readable(r.as_fd(), None, Deadline::after(Duration::from_secs(5)));
+        assert!(ready(t.unwrap()));
+    }
+
+    #[test]
+    fn a_stopper_ends_a_blocked_wait_from_another_thread() {
+        let (r, _w) = nix::unistd::pipe().unwrap();
+        let stopper = Stopper::new().unwrap();
+        assert!(!stopper.is_stopped().unwrap());
+        let remote = stopper.clone();
+        let start = Instant::now();
+        let waiter = std::thread::spawn(move || {
+            wait_readable(r.as_fd(), Some(&remote), Deadline::Never).map(|w| w.is_stopped())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        stopper.stop().unwrap();
+        assert!(waiter.join().unwrap().unwrap());
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        // Sticky until reset.
+        assert!(stopper.is_stopped().unwrap());
+        stopper.reset().unwrap();
+        assert!(!stopper.is_stopped().unwrap());
     }
 
     #[test]

@@ -8,12 +8,29 @@
 //!   [`EventType`] and its [`Element`] resolved to this crate's [`Cq`],
 //!   [`Qp`] or [`Srq`], a port number or the device. Dropping the guard
 //!   acknowledges the event; [`AsyncEvent::ack`] does so explicitly and
-//!   returns a plain [`AsyncEventInfo`].
+//!   returns a plain [`AsyncEventInfo`]. [`AsyncEvent::into_owned`] gives
+//!   an [`OwnedAsyncEvent`] (`Send + 'static`) to hand to another thread or
+//!   a spawned task.
 //! - **Completion events** ([`CompChannel::get_cq_event`]): the [`Cq`] that
 //!   has new completions. Acknowledgements are counted and given in batches.
-//! - Blocking, non-blocking and timed variants of both, the fds as
-//!   [`EventFd`]s to poll for readability, and with the `tokio` feature,
-//!   async methods and streams (`tokio::AsyncEvents`, `tokio::CqEvents`).
+//!   Completions are read into the caller's buffer: [`Cq::poll`] returns
+//!   the part it filled.
+//! - Blocking, non-blocking and timed variants of both; waits that another
+//!   thread can end through a [`Stopper`] ([`Context::wait_async_event`],
+//!   [`CompChannel::wait_cq_event`], returning a [`Wait`]); the fds as
+//!   [`EventFd`]s to poll for readability; and with the `tokio` feature,
+//!   async methods and streams (`tokio::AsyncEvents`, `tokio::CqEvents`),
+//!   with `CqEvents::poll_cq` doing the arm-poll-wait loop of
+//!   `ibv_req_notify_cq(3)` in one call.
+//!
+//! # Errors
+//! Every fallible call returns [`Error`]: [`Error::Call`] with the
+//! libibverbs function and its [`Errno`], [`Error::System`] for a system
+//! call on an event fd, and typed variants for what is found before any
+//! call ([`Error::InvalidArgument`], [`Error::TooLarge`],
+//! [`Error::State`], [`Error::InUse`], ...). A failed `destroy()` or
+//! `close()` hands the object back with the error, as `(Self, Error)`;
+//! `?` turns that into the [`Error`].
 //!
 //! # Acknowledge before destroy
 //! libibverbs' `ibv_destroy_cq`/`_qp`/`_srq` wait until every event
@@ -68,7 +85,11 @@
 //! | Using an event or its element after acknowledging it | Compile error: use of a moved value (E0382); a borrowed element cannot outlive the event (E0597) | `tests/ui/use_after_ack.rs`, `tests/ui/event_element_outlives_event_borrow.rs` |
 //! | Acknowledging after the object was destroyed (`ibv_ack_async_event` reads the freed object) | Cannot happen: the object is not destroyed while the event holds it, and `Drop` acknowledges before releasing it | The rows above; the valgrind part of `tests/rxe/guest-all.sh` finds no invalid read in the destroy test |
 //! | Never acknowledging an event (every later destroy of its object waits forever) | Dropping acknowledges, also during a panic; ignoring a returned event is a `must_use` warning. `std::mem::forget` on an event leaks its object (and the context) instead: no destroy is attempted, so nothing waits | `rxe_events::a_panic_while_holding_an_event_acknowledges_it`; `tests/ui/event_must_be_used.rs`; `rxe_faults::a_forgotten_event_leaks_its_object_instead_of_deadlocking` |
-//! | Using an event after its context was closed; closing or dropping the context while an event is held | Compile error: the event borrows the [`Context`] (E0505, E0515); a tokio event borrows its `AsyncEvents` | `tests/ui/drop_context_while_event_held.rs`, `tests/ui/close_context_while_event_held.rs`, `tests/ui/event_outlives_context.rs`, `tests/ui-tokio/event_outlives_stream.rs` |
+//! | Using an event after its context was closed; closing or dropping the context while an event is held | Compile error: the event borrows the [`Context`] (E0505, E0515), and cannot be moved to another thread (E0597); a tokio event borrows its `AsyncEvents`. An [`OwnedAsyncEvent`] holds a clone of the context instead: [`Context::close`] returns [`Error::InUse`] while it lives, and the object it names cannot be destroyed either | `tests/ui/drop_context_while_event_held.rs`, `tests/ui/close_context_while_event_held.rs`, `tests/ui/event_outlives_context.rs`, `tests/ui/borrowed_event_cannot_be_spawned.rs`, `tests/ui-tokio/event_outlives_stream.rs`, `rxe_events::an_owned_event_moves_into_a_spawned_task_and_holds_its_objects` |
+//! | Arming a CQ, then sleeping on its channel without polling again (`ibv_req_notify_cq(3)`: a completion that came before the arming raises no event, so the sleep never ends) | `tokio::CqEvents::poll_cq` polls, arms, polls again, and only then waits | `rxe_completions::poll_cq_arms_polls_and_waits_without_losing_a_completion` |
+//! | Reading completions past those `ibv_poll_cq` wrote, or keeping them past the buffer | [`Cq::poll`] returns the filled part of the caller's buffer, which borrows it (E0515) | `rxe_completions::poll_returns_the_filled_part_of_the_buffer`, `tests/ui/polled_completions_outlive_buffer.rs` |
+//! | A thread blocked in `ibv_get_async_event`/`ibv_get_cq_event` that shutdown cannot wake (closing the fd under it is a use after free in libibverbs) | [`Context::wait_async_event`] and [`CompChannel::wait_cq_event`] poll a [`Stopper`]'s eventfd beside the event fd and return [`Wait::Stopped`] without reading an event | `rxe_events::a_stopper_ends_a_blocked_async_event_wait`, `rxe_completions::a_stopper_ends_a_blocked_cq_event_wait_without_losing_the_event`; unit test `fd.rs` `a_stopper_ends_a_blocked_wait_from_another_thread` |
+//! | Registering with tokio outside a runtime or in one without the IO driver (tokio panics) | `tokio::AsyncEvents::new` and `tokio::CqEvents::new` return [`Error::State`] | `rxe_events::tokio_constructors_outside_a_runtime_are_errors`; unit test `tokio.rs` `registering_without_a_runtime_or_its_io_driver_is_an_error` |
 //! | Destroying a CQ with unacknowledged completion events (`ibv_get_cq_event(3)`: the destroy waits for them) | Completion events are counted against the [`Cq`] and acknowledged in batches of [`CQ_EVENT_ACK_BATCH`], and the rest just before the destroy; [`Cq::ack_cq_events`] acknowledges exactly the counted ones, so nothing is acknowledged twice | `rxe_completions::completion_channel_events_with_batched_acks` (destroy with 2 pending); `rxe_completions::completion_channel_event_for_a_cq_whose_handles_are_gone` (destroy with an event still queued) |
 //! | Several threads waiting on one context or channel (`ibv_get_async_event(3)`: only one receives each event, and which one cannot be predicted) | The fds are non-blocking and every wait is `poll` followed by a non-blocking read: each event reaches exactly one waiter, the others keep waiting or time out | `rxe_events::two_waiting_threads_each_event_reaches_one`; `rxe_completions::two_threads_on_one_completion_channel`; `rxe_faults::hundreds_of_link_flap_events_read_by_two_threads_and_a_tokio_task` |
 //! | Destroying a CQ still used by a QP (`ibv_destroy_cq(3)` fails), an SRQ with QPs attached (`ibv_destroy_srq(3)` fails), a PD with children (`ibv_dealloc_pd(3)` fails), a completion channel with CQs (`ibv_destroy_comp_channel(3)` fails) | Children hold their parents, so dropping handles in any order destroys children first; an explicit `destroy()`/`dealloc()` while children remain returns [`Error::InUse`] | `rxe_completions::objects_in_use_cannot_be_destroyed_explicitly` (CQ, PD); `rxe_faults::destroying_objects_while_their_events_are_read_and_held_on_another_thread` (drops PD, CQs and SRQ before their QPs every other round); `rxe_completions::completion_channel_events_with_batched_acks` (CQ, then channel) |
@@ -76,9 +97,9 @@
 //! | Freeing or deregistering a buffer a work request still uses (`ibv_post_send(3)`, `ibv_post_recv(3)`: reusable only after the completion) | [`Mr`] owns its memory; a QP or SRQ keeps every region it was given work on registered until the queue is destroyed, and [`Mr::dereg`] returns [`Error::InUse`] meanwhile. Rewriting the bytes of a send in flight is not prevented: the device sends whichever bytes it reads (copies through raw pointers, never a Rust reference, so no undefined behaviour) | `rxe_completions::regions_stay_registered_while_a_queue_holds_them`; `rxe_completions::objects_in_use_cannot_be_destroyed_explicitly` |
 //! | Two threads writing a region's bytes at once | Compile error: [`Mr`] is not `Clone` (E0599) and [`Mr::write`] takes `&mut self` (E0502) | `tests/ui/mr_is_not_clone.rs`, `tests/ui/mr_write_needs_exclusive_access.rs` |
 //! | Posting a receive to a QP attached to an SRQ (`ibv_post_recv(3)`: use `ibv_post_srq_recv`), a region of another PD, a range outside the region, arming a CQ without a channel | [`Error::InvalidArgument`] / [`Error::OutOfBounds`] before libibverbs is called | `rxe_events::srq_limit_reached_when_an_armed_srq_falls_below_its_limit`; `rxe_completions::input_errors_are_typed` |
-//! | Posting a send before the QP is connected (rxe and siw queue it, then report the failed doorbell: the call says it failed, yet the send goes out once the QP reaches RTS), or a receive on a QP in RESET (siw queues it) | [`Qp::post_send`] needs a QP this crate moved to RTS (or on to SQD or ERR), [`Qp::post_recv`] one out of RESET: [`Error::InvalidArgument`] before libibverbs is called, and no post overlaps a state change | `rxe_completions::a_send_refused_before_the_connection_never_goes_out`; `rxe_completions::input_errors_are_typed` |
+//! | Posting a send before the QP is connected (rxe and siw queue it, then report the failed doorbell: the call says it failed, yet the send goes out once the QP reaches RTS), or a receive on a QP in RESET (siw queues it) | [`Qp::post_send`] needs a QP this crate moved to RTS (or on to SQD or ERR), [`Qp::post_recv`] one out of RESET: [`Error::State`] before libibverbs is called, and no post overlaps a state change | `rxe_completions::a_send_refused_before_the_connection_never_goes_out`; `rxe_completions::input_errors_are_typed` |
 //! | Connection attributes wider than the InfiniBand fields they fill (a PSN over 24 bits, an ACK timeout over 31, retry counts over 7, an RNR timer code over 31: libibverbs passes them on, rxe keeps a retry count of 200 as 200 retries); access flags no verb names ([`AccessFlags::from_bits_retain`]); remote write or atomics on a region without local write (`ibv_reg_mr(3)`: "must be set too") | [`Error::InvalidArgument`] before libibverbs is called | unit tests of `qp.rs` and `mr.rs`; `rxe_completions::input_errors_are_typed` |
-//! | Sizes and ranges no device or allocation can hold: a region of 2^50 bytes, a range that ends before it starts, a queue of 2^32 entries, capacities over the C `int` | [`Pd::reg_mr`] allocates fallibly ([`Error::OutOfMemory`], no abort), every range is checked before it reaches an allocation or a work request ([`Error::OutOfBounds`], also for a reversed range), counts that do not fit the C type are [`Error::InvalidArgument`], and the device's own refusals are [`Error::Verbs`] | `rxe_sizes` (property tests over lengths, offsets, ranges, CQ, SRQ and QP sizes on rxe and siw, also under valgrind); unit tests of `mr.rs` |
+//! | Sizes and ranges no device or allocation can hold: a region of 2^50 bytes, a range that ends before it starts, a queue of 2^32 entries, capacities over the C `int` | [`Pd::reg_mr`] allocates fallibly ([`Error::OutOfMemory`], no abort), every range is checked before it reaches an allocation or a work request ([`Error::OutOfBounds`], also for a reversed range), counts that do not fit the C type are [`Error::TooLarge`], and the device's own refusals are [`Error::Call`] | `rxe_sizes` (property tests over lengths, offsets, ranges, CQ, SRQ and QP sizes on rxe and siw, also under valgrind); unit tests of `mr.rs` |
 //!
 //! Every C call the crate makes, with the preconditions its manual page
 //! leaves to the caller and how each is met, is listed in [`preconditions`].
@@ -119,6 +140,7 @@
 //! # Ok(()) }
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_debug_implementations)]
 mod attr;
 mod channel;
 mod context;
@@ -144,12 +166,14 @@ pub use channel::CompChannel;
 pub use context::Context;
 pub use cq::{Cq, WcOpcode, WcStatus, WorkCompletion, CQ_EVENT_ACK_BATCH};
 pub use device::{devices, Device, DeviceList};
-pub use error::{Error, Result};
-pub use event::{AsyncEvent, AsyncEventInfo, Element, ElementId, ElementKind, EventType};
-pub use fd::EventFd;
+pub use error::{Errno, Error, ObjectKind, Result};
+pub use event::{
+    AsyncEvent, AsyncEventInfo, Element, ElementId, ElementKind, EventType, OwnedAsyncEvent,
+};
+pub use fd::{EventFd, Stopper, Wait};
 pub use mr::{AccessFlags, Mr, RemoteAddr};
 pub use pd::Pd;
-pub use qp::{ConnectOptions, Endpoint, Qp, QpCap, QpInit, QpState, SendRequest};
+pub use qp::{ConnectOptions, Endpoint, Qp, QpCap, QpInit, QpState, RecvRequest, SendRequest};
 pub use registry::ObjectId;
 pub use srq::{Srq, SrqAttr};
 

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use bitflags::bitflags;
 use libibverbs_sys as sys;
 
-use crate::error::{check_ptr, check_rc, Error, Result};
+use crate::error::{check_ptr, check_rc, Error, ObjectKind, Result};
 use crate::pd::{Pd, PdInner};
-use crate::registry::{destroy_arc, Destroy, ObjectId};
+use crate::registry::{handle, Describe, Destroy, ObjectId};
 
 bitflags! {
     /// Access rights of a memory region or queue pair
@@ -63,10 +63,6 @@ unsafe impl Send for MrInner {}
 unsafe impl Sync for MrInner {}
 
 impl MrInner {
-    pub(crate) fn id(&self) -> ObjectId {
-        self.id
-    }
-
     pub(crate) fn lkey(&self) -> u32 {
         // SAFETY: the ibv_mr stays valid while registered; lkey is written
         // once by ibv_reg_mr.
@@ -85,8 +81,11 @@ impl MrInner {
     /// The scatter/gather entry for `range`, checked against the region.
     pub(crate) fn sge(&self, range: &Range<usize>) -> Result<sys::ibv_sge> {
         let len = range_len(range, self.len)?;
-        let length = u32::try_from(len)
-            .map_err(|_| Error::InvalidArgument("a work request covers at most 4 GiB"))?;
+        let length = u32::try_from(len).map_err(|_| Error::TooLarge {
+            what: "bytes of one work request",
+            limit: u32::MAX as usize,
+            given: len,
+        })?;
         Ok(sys::ibv_sge {
             addr: self.addr() + range.start as u64,
             length,
@@ -122,7 +121,7 @@ impl Drop for MrInner {
 }
 
 impl Destroy for MrInner {
-    const NAME: &'static str = "memory region";
+    const KIND: ObjectKind = ObjectKind::MemoryRegion;
 
     fn destroy_now(&mut self) -> Result<()> {
         self.dereg()
@@ -135,18 +134,17 @@ impl Destroy for MrInner {
 /// (`ibv_reg_mr(3)`: "If IBV_ACCESS_REMOTE_WRITE or IBV_ACCESS_REMOTE_ATOMIC
 /// is set, then IBV_ACCESS_LOCAL_WRITE must be set too").
 fn mr_access(access: AccessFlags) -> Result<libc::c_int> {
-    let access = AccessFlags::from_bits(access.bits()).ok_or(Error::InvalidArgument(
+    let access = AccessFlags::from_bits(access.bits()).ok_or(Error::invalid(
         "access flags this crate does not name (AccessFlags::from_bits_retain)",
     ))?;
     if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
         && !access.contains(AccessFlags::LOCAL_WRITE)
     {
-        return Err(Error::InvalidArgument(
+        return Err(Error::invalid(
             "remote write and remote atomic access need LOCAL_WRITE too",
         ));
     }
-    libc::c_int::try_from(access.bits())
-        .map_err(|_| Error::InvalidArgument("access flags out of range"))
+    libc::c_int::try_from(access.bits()).map_err(|_| Error::invalid("access flags out of range"))
 }
 
 /// The length of `range` once it is known to lie within `size` bytes.
@@ -176,19 +174,24 @@ fn check_range(what: &'static str, offset: usize, len: usize, size: usize) -> Re
     }
 }
 
+/// The error for a region no allocation can have (`Layout` takes at most
+/// `isize::MAX` bytes, rounded up to the alignment).
+fn too_large(len: usize) -> Error {
+    Error::TooLarge {
+        what: "bytes of a memory region",
+        limit: isize::MAX as usize - (ALIGN - 1),
+        given: len,
+    }
+}
+
 /// `len` zeroed, page-aligned bytes (rounded up to a page) for a region,
 /// or an error instead of aborting the process when they cannot be had.
 fn alloc_region(len: usize) -> Result<(NonNull<u8>, Layout)> {
     if len == 0 {
-        return Err(Error::InvalidArgument(
-            "a memory region needs at least one byte",
-        ));
+        return Err(Error::invalid("a memory region needs at least one byte"));
     }
-    let size = len
-        .checked_next_multiple_of(ALIGN)
-        .ok_or(Error::InvalidArgument("memory region too large"))?;
-    let layout = Layout::from_size_align(size, ALIGN)
-        .map_err(|_| Error::InvalidArgument("memory region too large"))?;
+    let size = len.checked_next_multiple_of(ALIGN).ok_or(too_large(len))?;
+    let layout = Layout::from_size_align(size, ALIGN).map_err(|_| too_large(len))?;
     // SAFETY: the layout has a non-zero size (len >= 1).
     let buf = unsafe { alloc_zeroed(layout) };
     let buf = NonNull::new(buf).ok_or(Error::OutOfMemory {
@@ -234,12 +237,13 @@ impl Pd {
     /// (`ibv_reg_mr()`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `len == 0` or a length no allocation
-    /// can have, for [`AccessFlags::REMOTE_WRITE`] or
+    /// [`Error::TooLarge`] for a length no allocation can have;
+    /// [`Error::InvalidArgument`] for `len == 0`, for
+    /// [`AccessFlags::REMOTE_WRITE`] or
     /// [`AccessFlags::REMOTE_ATOMIC`] without [`AccessFlags::LOCAL_WRITE`]
     /// (`ibv_reg_mr(3)`), or for flags this crate does not name;
     /// [`Error::OutOfMemory`] when the memory cannot be
-    /// allocated (the process is not aborted); [`Error::Verbs`] when the
+    /// allocated (the process is not aborted); [`Error::Call`] when the
     /// registration fails.
     #[doc(alias = "ibv_reg_mr")]
     pub fn reg_mr(&self, len: usize, access: AccessFlags) -> Result<Mr> {
@@ -272,33 +276,35 @@ impl Pd {
 }
 
 impl Mr {
-    /// The region's identity.
-    pub fn id(&self) -> ObjectId {
-        self.inner.id
-    }
-
     /// Length in bytes.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.inner.len
     }
 
     /// Whether the region is empty (never: regions have at least one byte).
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.inner.len == 0
     }
 
     /// Local key, used in scatter/gather entries.
+    #[must_use]
     pub fn lkey(&self) -> u32 {
         self.inner.lkey()
     }
 
     /// Remote key, for peers' RDMA reads and writes.
+    #[must_use]
     pub fn rkey(&self) -> u32 {
         self.inner.rkey()
     }
 
     /// The address and key a peer uses to reach byte `offset` of this
     /// region with RDMA read or write.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] for an offset past the end of the region.
     pub fn remote(&self, offset: usize) -> Result<RemoteAddr> {
         check_range("memory region", offset, 0, self.inner.len)?;
         Ok(RemoteAddr {
@@ -372,41 +378,46 @@ impl Mr {
     }
 
     /// The protection domain of the region.
+    #[must_use]
     pub fn pd(&self) -> Pd {
         Pd {
             inner: Arc::clone(&self.inner.pd),
         }
     }
-
-    /// Deregisters the region now (`ibv_dereg_mr()`) and frees its memory.
-    ///
-    /// Fails with [`Error::InUse`], handing the region back, while a queue
-    /// pair or SRQ that was given work on it is alive.
-    #[doc(alias = "ibv_dereg_mr")]
-    pub fn dereg(self) -> std::result::Result<(), (Mr, Error)> {
-        destroy_arc(self.inner).map_err(|(inner, e)| (Mr { inner }, e))
-    }
 }
 
-impl fmt::Debug for Mr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mr")
-            .field("id", &self.inner.id)
-            .field("len", &self.inner.len)
+handle! {
+    Mr(MrInner), what = "memory region",
+    /// Deregisters the region now (`ibv_dereg_mr()`) and frees its memory.
+    /// Fails while a queue pair or SRQ that was given work on it is alive.
+    fn dereg = "ibv_dereg_mr"
+}
+
+impl Describe for MrInner {
+    fn describe(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("len", &self.len)
             .field("lkey", &self.lkey())
-            .field("rkey", &self.rkey())
-            .finish()
+            .field("rkey", &self.rkey());
     }
 }
 
 /// Where a peer's memory is: a virtual address and the remote key of the
 /// region around it, as exchanged out of band for RDMA read and write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct RemoteAddr {
     /// Virtual address in the peer's region.
     pub addr: u64,
     /// The region's remote key.
     pub rkey: u32,
+}
+
+impl RemoteAddr {
+    /// A peer's address and remote key, as exchanged out of band.
+    #[must_use]
+    pub fn new(addr: u64, rkey: u32) -> RemoteAddr {
+        RemoteAddr { addr, rkey }
+    }
 }
 
 /// The memory regions a QP or SRQ was given work on, kept registered until
@@ -430,7 +441,7 @@ impl HeldMrs {
     #[inline]
     pub(crate) fn hold(&self, mr: &Arc<MrInner>) {
         use std::sync::atomic::Ordering;
-        let id = mr.id();
+        let id = mr.id;
         // `last` is set only after the insert below, so a match means the
         // region is already held.
         if self.last.load(Ordering::Acquire) == id.get() {
@@ -467,7 +478,10 @@ mod tests {
         ));
         assert!(matches!(
             alloc_region(usize::MAX),
-            Err(Error::InvalidArgument(_))
+            Err(Error::TooLarge {
+                given: usize::MAX,
+                ..
+            })
         ));
         assert!(matches!(alloc_region(0), Err(Error::InvalidArgument(_))));
         let (buf, layout) = alloc_region(1).unwrap();

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use libibverbs_sys as sys;
 
 use crate::context::{Context, ContextInner};
-use crate::error::{check_ptr, check_rc, Error, Result};
-use crate::registry::{destroy_arc, Destroy, ObjectId};
+use crate::error::{check_ptr, check_rc, ObjectKind, Result};
+use crate::registry::{handle, Describe, Destroy, ObjectId};
 
 pub(crate) struct PdInner {
     raw: NonNull<sys::ibv_pd>,
@@ -31,25 +31,21 @@ impl PdInner {
 
 impl Drop for PdInner {
     fn drop(&mut self) {
-        if !self.dead {
-            // SAFETY: MRs, QPs and SRQs of this PD hold an Arc of it, so none
-            // is left (one that could not be destroyed keeps an Arc for
-            // ever); called once.
-            let rc = unsafe { sys::ibv_dealloc_pd(self.raw()) };
-            if rc != 0 {
-                // Still allocated: keep the context open for ever rather
-                // than close it under the PD. Drop cannot report the error.
-                std::mem::forget(Arc::clone(&self.ctx));
-            }
+        if !self.dead && self.destroy_now().is_err() {
+            // Still allocated: keep the context open for ever rather than
+            // close it under the PD. Drop cannot report the error.
+            std::mem::forget(Arc::clone(&self.ctx));
         }
     }
 }
 
 impl Destroy for PdInner {
-    const NAME: &'static str = "protection domain";
+    const KIND: ObjectKind = ObjectKind::ProtectionDomain;
 
     fn destroy_now(&mut self) -> Result<()> {
-        // SAFETY: as in Drop.
+        // SAFETY: MRs, QPs and SRQs of this PD hold an Arc of it, so none is
+        // left (one that could not be destroyed keeps an Arc for ever);
+        // called once: `dead` is set after success, and Drop skips it then.
         check_rc("ibv_dealloc_pd", unsafe { sys::ibv_dealloc_pd(self.raw()) })?;
         self.dead = true;
         Ok(())
@@ -70,6 +66,9 @@ pub struct Pd {
 
 impl Context {
     /// Allocates a protection domain (`ibv_alloc_pd()`).
+    ///
+    /// # Errors
+    /// [`Error::Call`](crate::Error::Call) when libibverbs fails.
     #[doc(alias = "ibv_alloc_pd")]
     pub fn alloc_pd(&self) -> Result<Pd> {
         // SAFETY: ibv_alloc_pd(3) takes a valid context; NULL with errno on
@@ -89,39 +88,24 @@ impl Context {
 }
 
 impl Pd {
-    /// The PD's identity.
-    pub fn id(&self) -> ObjectId {
-        self.inner.id
-    }
-
     /// The context the PD belongs to.
+    #[must_use]
     pub fn context(&self) -> Context {
         Context {
             inner: Arc::clone(&self.inner.ctx),
         }
     }
-
-    /// Deallocates the PD now (`ibv_dealloc_pd()`), reporting its error.
-    ///
-    /// Fails with [`Error::InUse`], handing the PD back, while clones or
-    /// objects created from it remain.
-    #[doc(alias = "ibv_dealloc_pd")]
-    pub fn dealloc(self) -> std::result::Result<(), (Pd, Error)> {
-        destroy_arc(self.inner).map_err(|(inner, e)| (Pd { inner }, e))
-    }
 }
 
-impl fmt::Debug for Pd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pd")
-            .field("id", &self.inner.id)
-            .field("device", &self.inner.ctx_name())
-            .finish()
-    }
+handle! {
+    Pd(PdInner), what = "protection domain",
+    /// Deallocates the PD now (`ibv_dealloc_pd()`). Fails while objects
+    /// created from it remain.
+    fn dealloc = "ibv_dealloc_pd"
 }
 
-impl PdInner {
-    fn ctx_name(&self) -> &str {
-        self.ctx.name()
+impl Describe for PdInner {
+    fn describe(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("device", &self.ctx.name());
     }
 }

@@ -10,10 +10,10 @@ use libibverbs_sys as sys;
 
 use crate::attr::{Gid, Mtu};
 use crate::cq::{Cq, CqInner};
-use crate::error::{check_ptr, check_rc, Error, Result};
+use crate::error::{check_ptr, check_rc, Error, ObjectKind, Result};
 use crate::mr::{AccessFlags, HeldMrs, Mr, RemoteAddr};
 use crate::pd::{Pd, PdInner};
-use crate::registry::{destroy_arc, Destroy, ObjectId, Registered};
+use crate::registry::{handle, Describe, Destroy, ObjectId, Registered};
 use crate::srq::{Srq, SrqInner};
 
 pub(crate) struct QpInner {
@@ -72,10 +72,7 @@ impl QpInner {
 
 impl Drop for QpInner {
     fn drop(&mut self) {
-        if !self.dead {
-            let _ = self.destroy_raw();
-        }
-        if !self.dead {
+        if !self.dead && self.destroy_raw().is_err() {
             // Still alive: the device may use its regions, and the QP its
             // CQs, SRQ and PD: keep them all for ever rather than destroy
             // them under it.
@@ -91,7 +88,7 @@ impl Drop for QpInner {
 }
 
 impl Destroy for QpInner {
-    const NAME: &'static str = "QP";
+    const KIND: ObjectKind = ObjectKind::QueuePair;
 
     fn destroy_now(&mut self) -> Result<()> {
         self.destroy_raw()
@@ -104,6 +101,7 @@ impl Destroy for QpInner {
 
 /// Queue sizes of a QP (`struct ibv_qp_cap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QpCap {
     /// Outstanding send work requests.
     pub max_send_wr: u32,
@@ -115,6 +113,19 @@ pub struct QpCap {
     pub max_recv_sge: u32,
     /// Bytes of inline data per send.
     pub max_inline_data: u32,
+}
+
+impl QpCap {
+    /// `max_send_wr` sends and `max_recv_wr` receives of one scatter/gather
+    /// entry each, no inline data; change the other fields after.
+    #[must_use]
+    pub fn new(max_send_wr: u32, max_recv_wr: u32) -> QpCap {
+        QpCap {
+            max_send_wr,
+            max_recv_wr,
+            ..QpCap::default()
+        }
+    }
 }
 
 impl Default for QpCap {
@@ -131,7 +142,7 @@ impl Default for QpCap {
 }
 
 /// How to create a reliable-connected QP (`struct ibv_qp_init_attr`).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct QpInit<'a> {
     send_cq: &'a Cq,
     recv_cq: &'a Cq,
@@ -142,6 +153,7 @@ pub struct QpInit<'a> {
 
 impl<'a> QpInit<'a> {
     /// An RC QP with the given send and receive CQs (which may be the same).
+    #[must_use]
     pub fn rc(send_cq: &'a Cq, recv_cq: &'a Cq) -> QpInit<'a> {
         QpInit {
             send_cq,
@@ -153,12 +165,14 @@ impl<'a> QpInit<'a> {
     }
 
     /// Receive from `srq` instead of the QP's own receive queue.
+    #[must_use]
     pub fn srq(mut self, srq: &'a Srq) -> Self {
         self.srq = Some(srq);
         self
     }
 
     /// Queue sizes.
+    #[must_use]
     pub fn cap(mut self, cap: QpCap) -> Self {
         self.cap = cap;
         self
@@ -166,6 +180,7 @@ impl<'a> QpInit<'a> {
 
     /// Whether every send produces a completion, whatever its
     /// [`SendRequest::signaled`] flag.
+    #[must_use]
     pub fn sq_sig_all(mut self, all: bool) -> Self {
         self.sq_sig_all = all;
         self
@@ -174,6 +189,7 @@ impl<'a> QpInit<'a> {
 
 /// QP state (`enum ibv_qp_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum QpState {
     /// Reset.
     Reset,
@@ -195,6 +211,7 @@ pub enum QpState {
 
 impl QpState {
     /// Decodes `enum ibv_qp_state`.
+    #[must_use]
     pub fn from_raw(raw: u32) -> QpState {
         match raw {
             sys::IBV_QPS_RESET => QpState::Reset,
@@ -209,8 +226,11 @@ impl QpState {
     }
 }
 
-/// What a peer needs to connect to a QP, exchanged out of band.
+/// What a peer needs to connect to a QP, exchanged out of band (see
+/// [`Qp::endpoint`]; [`Endpoint::new`] rebuilds one from the exchanged
+/// fields).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Endpoint {
     /// QP number.
     pub qp_num: u32,
@@ -222,8 +242,22 @@ pub struct Endpoint {
     pub gid: Gid,
 }
 
+impl Endpoint {
+    /// An endpoint from the fields a peer sent.
+    #[must_use]
+    pub fn new(qp_num: u32, psn: u32, lid: u16, gid: Gid) -> Endpoint {
+        Endpoint {
+            qp_num,
+            psn,
+            lid,
+            gid,
+        }
+    }
+}
+
 /// Local choices for connecting a QP (INIT -> RTR -> RTS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectOptions {
     /// Local port number.
     pub port: u8,
@@ -254,6 +288,7 @@ pub struct ConnectOptions {
 impl ConnectOptions {
     /// Options for `port` and local GID `gid_index`: MTU 1024, remote read
     /// and write allowed, retries and timeouts as in `ibv_rc_pingpong`.
+    #[must_use]
     pub fn new(port: u8, gid_index: u32) -> ConnectOptions {
         ConnectOptions {
             port,
@@ -272,6 +307,7 @@ impl ConnectOptions {
     }
 
     /// The same options with another first PSN (its low 24 bits).
+    #[must_use]
     pub fn psn(mut self, psn: u32) -> Self {
         self.psn = psn & MAX_PSN;
         self
@@ -302,7 +338,7 @@ impl ConnectOptions {
             ),
         ];
         match limits.iter().find(|(ok, _)| !ok) {
-            Some((_, what)) => Err(Error::InvalidArgument(what)),
+            Some((_, what)) => Err(Error::invalid(what)),
             None => check_qp_access(self.access),
         }
     }
@@ -314,7 +350,7 @@ const MAX_PSN: u32 = 0x00ff_ffff;
 /// Access rights of a QP: flags this crate names only.
 fn check_qp_access(access: AccessFlags) -> Result<()> {
     if AccessFlags::from_bits(access.bits()).is_none() {
-        return Err(Error::InvalidArgument(
+        return Err(Error::invalid(
             "access flags this crate does not name (AccessFlags::from_bits_retain)",
         ));
     }
@@ -355,22 +391,26 @@ impl<'a> SendRequest<'a> {
     }
 
     /// Send `range` of `mr` to the peer's next receive (`IBV_WR_SEND`).
+    #[must_use]
     pub fn send(mr: &'a Mr, range: Range<usize>) -> Self {
         Self::new(mr, range, SendOp::Send)
     }
 
     /// Send with 32 bits of immediate data (`IBV_WR_SEND_WITH_IMM`).
+    #[must_use]
     pub fn send_with_imm(mr: &'a Mr, range: Range<usize>, imm: u32) -> Self {
         Self::new(mr, range, SendOp::SendWithImm(imm))
     }
 
     /// Write `range` of `mr` into the peer's memory (`IBV_WR_RDMA_WRITE`).
+    #[must_use]
     pub fn rdma_write(mr: &'a Mr, range: Range<usize>, remote: RemoteAddr) -> Self {
         Self::new(mr, range, SendOp::RdmaWrite(remote))
     }
 
     /// RDMA write that also consumes a receive at the peer, with immediate
     /// data (`IBV_WR_RDMA_WRITE_WITH_IMM`).
+    #[must_use]
     pub fn rdma_write_with_imm(
         mr: &'a Mr,
         range: Range<usize>,
@@ -382,17 +422,20 @@ impl<'a> SendRequest<'a> {
 
     /// Read the peer's memory into `range` of `mr` (`IBV_WR_RDMA_READ`;
     /// `mr` needs [`AccessFlags::LOCAL_WRITE`]).
+    #[must_use]
     pub fn rdma_read(mr: &'a Mr, range: Range<usize>, remote: RemoteAddr) -> Self {
         Self::new(mr, range, SendOp::RdmaRead(remote))
     }
 
     /// The ID the completion will carry.
+    #[must_use]
     pub fn wr_id(mut self, wr_id: u64) -> Self {
         self.wr_id = wr_id;
         self
     }
 
     /// Whether the request produces a completion (default: yes).
+    #[must_use]
     pub fn signaled(mut self, signaled: bool) -> Self {
         self.signaled = signaled;
         self
@@ -400,9 +443,70 @@ impl<'a> SendRequest<'a> {
 
     /// Whether the peer's receive completion is solicited (wakes a CQ armed
     /// for solicited completions only).
+    #[must_use]
     pub fn solicited(mut self, solicited: bool) -> Self {
         self.solicited = solicited;
         self
+    }
+}
+
+/// A receive work request on a range of a local memory region, for
+/// [`Qp::post_recv`] and [`Srq::post_recv`]: built like a [`SendRequest`].
+///
+/// ```no_run
+/// # fn main() -> ibverbs_async::Result<()> {
+/// # let ctx = ibverbs_async::Context::open("rxe0")?;
+/// # let pd = ctx.alloc_pd()?;
+/// # let srq = pd.create_srq(16, 1)?;
+/// use ibverbs_async::{AccessFlags, RecvRequest};
+/// let mr = pd.reg_mr(4096, AccessFlags::LOCAL_WRITE)?;
+/// srq.post_recv(&RecvRequest::new(&mr, 0..4096).wr_id(7))?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RecvRequest<'a> {
+    pub(crate) mr: &'a Mr,
+    pub(crate) range: Range<usize>,
+    pub(crate) wr_id: u64,
+}
+
+impl<'a> RecvRequest<'a> {
+    /// Receive into `range` of `mr` (which needs
+    /// [`AccessFlags::LOCAL_WRITE`]); work request ID 0.
+    #[must_use]
+    pub fn new(mr: &'a Mr, range: Range<usize>) -> Self {
+        RecvRequest {
+            mr,
+            range,
+            wr_id: 0,
+        }
+    }
+
+    /// The ID the completion will carry.
+    #[must_use]
+    pub fn wr_id(mut self, wr_id: u64) -> Self {
+        self.wr_id = wr_id;
+        self
+    }
+
+    /// Posts the request with `post`, holding its region in `held`: the one
+    /// body of `ibv_post_recv` and `ibv_post_srq_recv`.
+    pub(crate) fn post(
+        &self,
+        held: &HeldMrs,
+        call: &'static str,
+        post: impl FnOnce(*mut sys::ibv_recv_wr, *mut *mut sys::ibv_recv_wr) -> libc::c_int,
+    ) -> Result<()> {
+        let mut sge = self.mr.inner.sge(&self.range)?;
+        held.hold(&self.mr.inner);
+        let mut wr = sys::ibv_recv_wr {
+            wr_id: self.wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: &mut sge,
+            num_sge: 1,
+        };
+        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+        check_rc(call, post(&mut wr, &mut bad))
     }
 }
 
@@ -424,18 +528,18 @@ impl Pd {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if the CQs or SRQ belong to another
-    /// context or protection domain; [`Error::Verbs`] if creation fails.
+    /// context or protection domain; [`Error::Call`] if creation fails.
     #[doc(alias = "ibv_create_qp")]
     pub fn create_qp(&self, init: &QpInit<'_>) -> Result<Qp> {
         let pd = &self.inner;
         for cq in [init.send_cq, init.recv_cq] {
             if !Arc::ptr_eq(&cq.inner.ctx, &pd.ctx) {
-                return Err(Error::InvalidArgument("the CQ belongs to another context"));
+                return Err(Error::invalid("the CQ belongs to another context"));
             }
         }
         if let Some(srq) = init.srq {
             if !Arc::ptr_eq(&srq.inner.pd, pd) {
-                return Err(Error::InvalidArgument(
+                return Err(Error::invalid(
                     "the SRQ belongs to another protection domain",
                 ));
             }
@@ -493,27 +597,20 @@ impl Pd {
 }
 
 impl Qp {
-    /// The QP's identity, as found in events.
-    pub fn id(&self) -> ObjectId {
-        self.inner.id
-    }
-
     /// The QP number peers address.
+    #[must_use]
     pub fn qp_num(&self) -> u32 {
         self.inner.qp_num
     }
 
     /// The queue sizes the device granted.
+    #[must_use]
     pub fn cap(&self) -> QpCap {
         self.inner.cap
     }
 
-    /// Whether two handles refer to the same QP.
-    pub fn same_as(&self, other: &Qp) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
     /// The send CQ.
+    #[must_use]
     pub fn send_cq(&self) -> Cq {
         Cq {
             inner: Arc::clone(&self.inner.send_cq),
@@ -521,6 +618,7 @@ impl Qp {
     }
 
     /// The receive CQ.
+    #[must_use]
     pub fn recv_cq(&self) -> Cq {
         Cq {
             inner: Arc::clone(&self.inner.recv_cq),
@@ -528,6 +626,7 @@ impl Qp {
     }
 
     /// The SRQ the QP receives from, if any.
+    #[must_use]
     pub fn srq(&self) -> Option<Srq> {
         self.inner.srq.as_ref().map(|s| Srq {
             inner: Arc::clone(s),
@@ -555,7 +654,7 @@ impl Qp {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for access flags this crate does not
-    /// name; [`Error::Verbs`] when the device refuses (a port it does not
+    /// name; [`Error::Call`] when the device refuses (a port it does not
     /// have, a QP not in RESET).
     pub fn modify_to_init(&self, port: u8, access: AccessFlags) -> Result<()> {
         check_qp_access(access)?;
@@ -578,17 +677,21 @@ impl Qp {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a field of `opts` or `remote.psn`
-    /// outside the width the InfiniBand specification gives it, or a GID
-    /// index above 255; [`Error::Verbs`] when the device refuses.
+    /// outside the width the InfiniBand specification gives it;
+    /// [`Error::TooLarge`] for a GID index above 255; [`Error::Call`] when
+    /// the device refuses.
     pub fn modify_to_rtr(&self, opts: &ConnectOptions, remote: &Endpoint) -> Result<()> {
         opts.check()?;
         if remote.psn > MAX_PSN {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid(
                 "the remote PSN has 24 bits (at most 0xffffff)",
             ));
         }
-        let sgid_index = u8::try_from(opts.gid_index)
-            .map_err(|_| Error::InvalidArgument("GID index above 255 cannot be used in a path"))?;
+        let sgid_index = u8::try_from(opts.gid_index).map_err(|_| Error::TooLarge {
+            what: "GID index in a path",
+            limit: u8::MAX.into(),
+            given: opts.gid_index as usize,
+        })?;
         let mut attr = Self::zeroed_attr();
         attr.qp_state = sys::IBV_QPS_RTR;
         attr.path_mtu = opts.mtu.to_raw();
@@ -622,7 +725,7 @@ impl Qp {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a field of `opts` outside the width
-    /// the InfiniBand specification gives it; [`Error::Verbs`] when the
+    /// the InfiniBand specification gives it; [`Error::Call`] when the
     /// device refuses.
     pub fn modify_to_rts(&self, opts: &ConnectOptions) -> Result<()> {
         opts.check()?;
@@ -646,6 +749,9 @@ impl Qp {
 
     /// RTS -> SQD: stop the send queue after the outstanding requests;
     /// with `notify`, ask for the `IBV_EVENT_SQ_DRAINED` event once drained.
+    ///
+    /// # Errors
+    /// [`Error::Call`](crate::Error::Call) when the device refuses (a QP not in RTS).
     pub fn modify_to_sqd(&self, notify: bool) -> Result<()> {
         let mut attr = Self::zeroed_attr();
         attr.qp_state = sys::IBV_QPS_SQD;
@@ -658,6 +764,9 @@ impl Qp {
 
     /// Any state -> ERR: outstanding work is flushed with
     /// `IBV_WC_WR_FLUSH_ERR`.
+    ///
+    /// # Errors
+    /// [`Error::Call`](crate::Error::Call) when the device refuses.
     pub fn modify_to_error(&self) -> Result<()> {
         let mut attr = Self::zeroed_attr();
         attr.qp_state = sys::IBV_QPS_ERR;
@@ -665,6 +774,9 @@ impl Qp {
     }
 
     /// Any state -> RESET.
+    ///
+    /// # Errors
+    /// [`Error::Call`](crate::Error::Call) when the device refuses.
     pub fn modify_to_reset(&self) -> Result<()> {
         let mut attr = Self::zeroed_attr();
         attr.qp_state = sys::IBV_QPS_RESET;
@@ -672,6 +784,9 @@ impl Qp {
     }
 
     /// The current state (`ibv_query_qp()`).
+    ///
+    /// # Errors
+    /// [`Error::Call`](crate::Error::Call) when `ibv_query_qp` fails.
     #[doc(alias = "ibv_query_qp")]
     pub fn state(&self) -> Result<QpState> {
         let mut attr = Self::zeroed_attr();
@@ -692,6 +807,10 @@ impl Qp {
 
     /// What a peer needs to connect to this QP with `opts`: QP number, first
     /// PSN, port LID and the GID at `opts.gid_index`.
+    ///
+    /// # Errors
+    /// As [`Context::query_port`](crate::Context::query_port) and
+    /// [`Context::query_gid`](crate::Context::query_gid).
     pub fn endpoint(&self, opts: &ConnectOptions) -> Result<Endpoint> {
         let ctx = crate::Context {
             inner: Arc::clone(&self.inner.pd.ctx),
@@ -707,6 +826,11 @@ impl Qp {
     }
 
     /// Moves the QP RESET -> INIT -> RTR -> RTS, connected to `remote`.
+    ///
+    /// # Errors
+    /// As [`modify_to_init`](Qp::modify_to_init),
+    /// [`modify_to_rtr`](Qp::modify_to_rtr) and [`modify_to_rts`](Qp::modify_to_rts);
+    /// a bad field of `opts` is found before the first transition.
     pub fn connect(&self, opts: &ConnectOptions, remote: &Endpoint) -> Result<()> {
         // Checked before the first transition, so that a bad field does not
         // leave the QP half way.
@@ -718,6 +842,9 @@ impl Qp {
 
     /// Connects two QPs of this process to each other (on one device or on
     /// two), each with its own options.
+    ///
+    /// # Errors
+    /// As [`endpoint`](Qp::endpoint) and [`connect`](Qp::connect).
     pub fn connect_pair(
         a: &Qp,
         a_opts: &ConnectOptions,
@@ -732,66 +859,62 @@ impl Qp {
 
     fn check_mr(&self, mr: &Mr) -> Result<()> {
         if !Arc::ptr_eq(&mr.inner.pd, &self.inner.pd) {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid(
                 "the memory region belongs to another protection domain",
             ));
         }
         Ok(())
     }
 
-    /// Posts a receive of `range` of `mr` (`ibv_post_recv()`). The QP keeps
-    /// `mr` registered until it is destroyed.
+    /// Posts a receive (`ibv_post_recv()`). The QP keeps the request's
+    /// memory region registered until it is destroyed.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a QP attached to an SRQ (post to the
-    /// SRQ instead), an MR of another protection domain, or a QP still in
-    /// RESET (move it to INIT first: [`modify_to_init`](Qp::modify_to_init)
-    /// or [`connect`](Qp::connect)); [`Error::OutOfBounds`] if the range
-    /// does not fit (or ends before it starts).
+    /// SRQ instead) or an MR of another protection domain;
+    /// [`Error::State`] for a QP still in RESET (move it to INIT first:
+    /// [`modify_to_init`](Qp::modify_to_init) or [`connect`](Qp::connect));
+    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it
+    /// starts); [`Error::TooLarge`] for a range over 4 GiB;
+    /// [`Error::Call`] when posting fails (e.g. the receive queue is full).
     #[doc(alias = "ibv_post_recv")]
-    pub fn post_recv(&self, mr: &Mr, range: Range<usize>, wr_id: u64) -> Result<()> {
+    pub fn post_recv(&self, req: &RecvRequest<'_>) -> Result<()> {
         if self.inner.srq.is_some() {
-            return Err(Error::InvalidArgument(
+            return Err(Error::invalid(
                 "the QP receives from an SRQ: post receives to the SRQ",
             ));
         }
-        self.check_mr(mr)?;
-        let mut sge = mr.inner.sge(&range)?;
+        self.check_mr(req.mr)?;
+        req.mr.inner.sge(&req.range)?;
         // Held across the call: no state change overlaps the post.
         let state = self.inner.state.read().unwrap_or_else(|e| e.into_inner());
         if *state == QpState::Reset {
             // A receive posted in RESET is an error (IBTA C10-97.2.1); siw
             // queues it anyway.
-            return Err(Error::InvalidArgument(
-                "the QP is in RESET: receives need it in INIT or later",
-            ));
+            return Err(Error::State {
+                call: "ibv_post_recv",
+                reason: "the QP is in RESET: receives need it in INIT or later",
+            });
         }
-        self.inner.mrs.hold(&mr.inner);
-        let mut wr = sys::ibv_recv_wr {
-            wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-        };
-        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: valid QP; the request and its scatter list live for the
-        // call (the provider copies them); the memory is held registered by
-        // this QP until it is destroyed.
-        let rc = unsafe { sys::ibv_post_recv(self.inner.raw(), &mut wr, &mut bad) };
-        check_rc("ibv_post_recv", rc)
+        req.post(&self.inner.mrs, "ibv_post_recv", |wr, bad| {
+            // SAFETY: valid QP; the request and its scatter list live for
+            // the call (the provider copies them); the memory is held
+            // registered by this QP until it is destroyed.
+            unsafe { sys::ibv_post_recv(self.inner.raw(), wr, bad) }
+        })
     }
 
     /// Posts a send-queue work request (`ibv_post_send()`). The QP keeps the
     /// request's memory region registered until it is destroyed.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an MR of another protection domain,
-    /// or a QP this crate has not moved to RTS (connect it first: a send
-    /// posted before then is refused by rxe and siw only after they queued
-    /// it, and it would go out once the QP is connected);
-    /// [`Error::OutOfBounds`] if the range does not fit (or ends before it
-    /// starts); [`Error::Verbs`] when posting fails (e.g. the send queue is
-    /// full).
+    /// [`Error::InvalidArgument`] for an MR of another protection domain;
+    /// [`Error::State`] for a QP this crate has not moved to RTS (connect
+    /// it first: a send posted before then is refused by rxe and siw only
+    /// after they queued it, and it would go out once the QP is
+    /// connected); [`Error::OutOfBounds`] if the range does not fit (or
+    /// ends before it starts); [`Error::TooLarge`] for a range over 4 GiB;
+    /// [`Error::Call`] when posting fails (e.g. the send queue is full).
     #[doc(alias = "ibv_post_send")]
     pub fn post_send(&self, req: &SendRequest<'_>) -> Result<()> {
         self.check_mr(req.mr)?;
@@ -801,9 +924,10 @@ impl Qp {
         // RTS, or where the crate moved it from RTS (SQD queues sends until
         // RTS again, ERR flushes them).
         if !matches!(*state, QpState::Rts | QpState::Sqd | QpState::Err) {
-            return Err(Error::InvalidArgument(
-                "the QP is not connected: sends need it in RTS",
-            ));
+            return Err(Error::State {
+                call: "ibv_post_send",
+                reason: "the QP is not connected: sends need it in RTS",
+            });
         }
         self.inner.mrs.hold(&req.mr.inner);
         // SAFETY: ibv_send_wr is plain data (pointers and integers in unions);
@@ -855,24 +979,18 @@ impl Qp {
         let rc = unsafe { sys::ibv_post_send(self.inner.raw(), &mut wr, &mut bad) };
         check_rc("ibv_post_send", rc)
     }
-
-    /// Destroys the QP now (`ibv_destroy_qp()`).
-    ///
-    /// Fails with [`Error::InUse`], handing the QP back, while clones or
-    /// unacknowledged events hold it.
-    #[doc(alias = "ibv_destroy_qp")]
-    pub fn destroy(self) -> std::result::Result<(), (Qp, Error)> {
-        destroy_arc(self.inner).map_err(|(inner, e)| (Qp { inner }, e))
-    }
 }
 
-impl fmt::Debug for Qp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Qp")
-            .field("id", &self.inner.id)
-            .field("qp_num", &self.inner.qp_num)
-            .field("srq", &self.inner.srq.is_some())
-            .finish()
+handle! {
+    Qp(QpInner), what = "QP",
+    /// Destroys the QP now (`ibv_destroy_qp()`).
+    fn destroy = "ibv_destroy_qp"
+}
+
+impl Describe for QpInner {
+    fn describe(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("qp_num", &self.qp_num)
+            .field("srq", &self.srq.is_some());
     }
 }
 

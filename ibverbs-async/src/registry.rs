@@ -30,7 +30,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ObjectKind, Result};
 
 /// A process-unique identity of a verbs object created through this crate.
 ///
@@ -47,6 +47,7 @@ impl ObjectId {
     }
 
     /// The number behind the identity.
+    #[must_use]
     pub fn get(self) -> u64 {
         self.0
     }
@@ -162,8 +163,8 @@ pub(crate) trait Registered {
 
 /// The inner value of an object with an explicit, fallible destroy.
 pub(crate) trait Destroy: Sized {
-    /// Name used in [`Error::InUse`].
-    const NAME: &'static str;
+    /// The kind named in [`Error::InUse`].
+    const KIND: ObjectKind;
 
     /// Destroys the C object now. After `Ok`, `Drop` must do nothing.
     fn destroy_now(&mut self) -> Result<()>;
@@ -187,17 +188,69 @@ pub(crate) fn destroy_arc<T: Destroy>(arc: Arc<T>) -> std::result::Result<(), (A
             }
         },
         Err(arc) => {
-            let holders = Arc::strong_count(&arc).saturating_sub(1);
+            let users = Arc::strong_count(&arc).saturating_sub(1);
             Err((
                 arc,
                 Error::InUse {
-                    object: T::NAME,
-                    holders,
+                    object: T::KIND,
+                    users,
                 },
             ))
         }
     }
 }
+
+/// The fields an object's handle shows in its `Debug` output, after its
+/// identity.
+pub(crate) trait Describe {
+    fn describe(&self, d: &mut std::fmt::DebugStruct<'_, '_>);
+}
+
+/// The methods every handle over an `Arc` of a [`Destroy`] inner value
+/// has: its identity, `same_as`, the explicit destroy that hands the handle
+/// back on failure, and `Debug`.
+macro_rules! handle {
+    (
+        $T:ident($Inner:ty), what = $what:literal,
+        $(#[$destroy_doc:meta])* fn $destroy:ident = $call:literal
+    ) => {
+        impl $T {
+            #[doc = concat!("The ", $what, "'s identity, as found in events and in `Debug` output.")]
+            #[must_use]
+            pub fn id(&self) -> $crate::registry::ObjectId {
+                self.inner.id
+            }
+
+            #[doc = concat!("Whether two handles refer to the same ", $what, ".")]
+            #[must_use]
+            pub fn same_as(&self, other: &$T) -> bool {
+                std::sync::Arc::ptr_eq(&self.inner, &other.inner)
+            }
+
+            $(#[$destroy_doc])*
+            ///
+            /// # Errors
+            /// [`Error::InUse`](crate::Error::InUse), handing the handle
+            /// back, while clones, child objects or unacknowledged events
+            /// hold the object; [`Error::Call`](crate::Error::Call), handing
+            /// it back too, when the C call fails.
+            #[doc(alias = $call)]
+            pub fn $destroy(self) -> std::result::Result<(), ($T, $crate::Error)> {
+                $crate::registry::destroy_arc(self.inner).map_err(|(inner, e)| ($T { inner }, e))
+            }
+        }
+
+        impl std::fmt::Debug for $T {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let mut d = f.debug_struct(stringify!($T));
+                d.field("id", &self.inner.id);
+                $crate::registry::Describe::describe(&*self.inner, &mut d);
+                d.finish()
+            }
+        }
+    };
+}
+pub(crate) use handle;
 
 #[cfg(test)]
 mod tests {
@@ -251,7 +304,7 @@ mod tests {
     #[test]
     fn failed_creation_registers_nothing() {
         let table = Table::<Obj>::new();
-        let r = table.create(|| Err(Error::InvalidArgument("no")));
+        let r = table.create(|| Err(Error::invalid("no")));
         assert!(r.is_err());
         assert_eq!(table.len(), 0);
     }

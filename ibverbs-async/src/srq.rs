@@ -2,16 +2,16 @@
 //! `ibv_post_srq_recv(3)`, `ibv_destroy_srq(3)`.
 
 use std::fmt;
-use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use libibverbs_sys as sys;
 
-use crate::error::{check_ptr, check_rc, Error, Result};
-use crate::mr::{HeldMrs, Mr};
+use crate::error::{check_ptr, check_rc, Error, ObjectKind, Result};
+use crate::mr::HeldMrs;
 use crate::pd::{Pd, PdInner};
-use crate::registry::{destroy_arc, Destroy, ObjectId, Registered};
+use crate::qp::RecvRequest;
+use crate::registry::{handle, Describe, Destroy, ObjectId, Registered};
 
 pub(crate) struct SrqInner {
     raw: NonNull<sys::ibv_srq>,
@@ -58,10 +58,7 @@ impl SrqInner {
 
 impl Drop for SrqInner {
     fn drop(&mut self) {
-        if !self.dead {
-            let _ = self.destroy_raw();
-        }
-        if !self.dead {
+        if !self.dead && self.destroy_raw().is_err() {
             // Still alive: the device may use its regions, and the SRQ its
             // PD: keep them for ever rather than free them under it.
             self.mrs.leak();
@@ -71,7 +68,7 @@ impl Drop for SrqInner {
 }
 
 impl Destroy for SrqInner {
-    const NAME: &'static str = "SRQ";
+    const KIND: ObjectKind = ObjectKind::SharedReceiveQueue;
 
     fn destroy_now(&mut self) -> Result<()> {
         self.destroy_raw()
@@ -84,6 +81,7 @@ impl Destroy for SrqInner {
 
 /// Current attributes of an SRQ (`struct ibv_srq_attr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SrqAttr {
     /// Maximum number of outstanding receives.
     pub max_wr: u32,
@@ -108,6 +106,10 @@ pub struct Srq {
 impl Pd {
     /// Creates an SRQ for `max_wr` receives of `max_sge` scatter entries
     /// (`ibv_create_srq()`).
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_create_srq` fails (more than the device's
+    /// `max_srq_wr` or `max_srq_sge`).
     #[doc(alias = "ibv_create_srq")]
     pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq> {
         let pd = &self.inner;
@@ -150,49 +152,36 @@ impl Pd {
 }
 
 impl Srq {
-    /// The SRQ's identity, as found in events.
-    pub fn id(&self) -> ObjectId {
-        self.inner.id
-    }
-
-    /// Whether two handles refer to the same SRQ.
-    pub fn same_as(&self, other: &Srq) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
-    /// Posts a receive of `range` of `mr` (`ibv_post_srq_recv()`). The SRQ
-    /// keeps `mr` registered until it is destroyed.
+    /// Posts a receive (`ibv_post_srq_recv()`). The SRQ keeps the
+    /// request's memory region registered until it is destroyed.
     ///
     /// # Errors
     /// [`Error::OutOfBounds`] if the range does not fit the region,
-    /// [`Error::InvalidArgument`] if `mr` belongs to another protection
-    /// domain, [`Error::Verbs`] if posting fails (e.g. the SRQ is full).
+    /// [`Error::TooLarge`] for a range over 4 GiB,
+    /// [`Error::InvalidArgument`] if the region belongs to another
+    /// protection domain, [`Error::Call`] if posting fails (e.g. the SRQ is
+    /// full).
     #[doc(alias = "ibv_post_srq_recv")]
-    pub fn post_recv(&self, mr: &Mr, range: Range<usize>, wr_id: u64) -> Result<()> {
-        if !Arc::ptr_eq(&mr.inner.pd, &self.inner.pd) {
-            return Err(Error::InvalidArgument(
+    pub fn post_recv(&self, req: &RecvRequest<'_>) -> Result<()> {
+        if !Arc::ptr_eq(&req.mr.inner.pd, &self.inner.pd) {
+            return Err(Error::invalid(
                 "the memory region belongs to another protection domain",
             ));
         }
-        let mut sge = mr.inner.sge(&range)?;
-        self.inner.mrs.hold(&mr.inner);
-        let mut wr = sys::ibv_recv_wr {
-            wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-        };
-        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: valid SRQ; the work request and its scatter list are live
-        // for the call (the provider copies them); the memory it names is
-        // held registered by this SRQ until destroy.
-        let rc = unsafe { sys::ibv_post_srq_recv(self.inner.raw(), &mut wr, &mut bad) };
-        check_rc("ibv_post_srq_recv", rc)
+        req.post(&self.inner.mrs, "ibv_post_srq_recv", |wr, bad| {
+            // SAFETY: valid SRQ; the work request and its scatter list are
+            // live for the call (the provider copies them); the memory it
+            // names is held registered by this SRQ until destroy.
+            unsafe { sys::ibv_post_srq_recv(self.inner.raw(), wr, bad) }
+        })
     }
 
     /// Arms the limit: when fewer than `limit` receives remain, the
     /// `IBV_EVENT_SRQ_LIMIT_REACHED` asynchronous event is raised once and
     /// the limit is disarmed (`ibv_modify_srq()` with `IBV_SRQ_LIMIT`).
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_modify_srq` fails (a limit over `max_wr`).
     #[doc(alias = "ibv_modify_srq")]
     pub fn arm_limit(&self, limit: u32) -> Result<()> {
         let mut attr = sys::ibv_srq_attr {
@@ -212,6 +201,9 @@ impl Srq {
     }
 
     /// Current attributes (`ibv_query_srq()`).
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_query_srq` fails.
     #[doc(alias = "ibv_query_srq")]
     pub fn query(&self) -> Result<SrqAttr> {
         let mut attr = sys::ibv_srq_attr {
@@ -230,24 +222,21 @@ impl Srq {
     }
 
     /// The protection domain of the SRQ.
+    #[must_use]
     pub fn pd(&self) -> Pd {
         Pd {
             inner: Arc::clone(&self.inner.pd),
         }
     }
-
-    /// Destroys the SRQ now (`ibv_destroy_srq()`).
-    ///
-    /// Fails with [`Error::InUse`], handing the SRQ back, while clones,
-    /// attached queue pairs or unacknowledged events hold it.
-    #[doc(alias = "ibv_destroy_srq")]
-    pub fn destroy(self) -> std::result::Result<(), (Srq, Error)> {
-        destroy_arc(self.inner).map_err(|(inner, e)| (Srq { inner }, e))
-    }
 }
 
-impl fmt::Debug for Srq {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Srq").field("id", &self.inner.id).finish()
-    }
+handle! {
+    Srq(SrqInner), what = "SRQ",
+    /// Destroys the SRQ now (`ibv_destroy_srq()`). Fails while queue pairs
+    /// are attached to it.
+    fn destroy = "ibv_destroy_srq"
+}
+
+impl Describe for SrqInner {
+    fn describe(&self, _: &mut fmt::DebugStruct<'_, '_>) {}
 }

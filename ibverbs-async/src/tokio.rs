@@ -24,29 +24,45 @@ use futures_core::Stream;
 
 use crate::channel::CompChannel;
 use crate::context::Context;
-use crate::cq::Cq;
+use crate::cq::{Cq, WorkCompletion};
 use crate::error::{Error, Result};
-use crate::event::{try_read, AsyncEvent, AsyncEventInfo};
+use crate::event::{try_read, AsyncEvent, AsyncEventInfo, OwnedAsyncEvent};
 
-fn register(fd: std::os::fd::BorrowedFd<'_>) -> Result<AsyncFd<OwnedFd>> {
-    let dup = fd.try_clone_to_owned().map_err(|e| Error::Sys {
-        call: "fcntl(F_DUPFD_CLOEXEC)",
-        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    })?;
-    // SAFETY: `dup` is an open fd owned by the AsyncFd from here on: it
-    // stays open, names the same file description, and `as_raw_fd` returns
-    // it, until the AsyncFd is dropped (AsyncFd::register_with_interest).
-    unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }.map_err(|e| Error::Sys {
-        call: "epoll_ctl",
-        errno: nix::errno::Errno::from_raw(e.into_parts().1.raw_os_error().unwrap_or(libc::EIO)),
-    })
+/// Registers a duplicate of `fd` with the current runtime's reactor, or
+/// says why it cannot: no runtime, or one without the IO driver.
+fn register(call: &'static str, fd: std::os::fd::BorrowedFd<'_>) -> Result<AsyncFd<OwnedFd>> {
+    if ::tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::State {
+            call,
+            reason: "no tokio runtime: call it from a task or inside Runtime::enter",
+        });
+    }
+    let dup = fd
+        .try_clone_to_owned()
+        .map_err(|e| Error::system("fcntl(F_DUPFD_CLOEXEC)", e))?;
+    // tokio panics (rather than return an error) when the runtime has no IO
+    // driver; that panic is turned into an error here. It unwinds out of
+    // tokio's registration before anything is registered, and `dup` is
+    // closed by the unwinding.
+    let registered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        // SAFETY: `dup` is an open fd owned by the AsyncFd from here on: it
+        // stays open, names the same file description, and `as_raw_fd`
+        // returns it, until the AsyncFd is dropped
+        // (AsyncFd::register_with_interest).
+        unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }
+    }));
+    match registered {
+        Ok(Ok(fd)) => Ok(fd),
+        Ok(Err(e)) => Err(Error::system("epoll_ctl", e.into_parts().1)),
+        Err(_) => Err(Error::State {
+            call,
+            reason: "the tokio runtime has no IO driver: build it with enable_io()",
+        }),
+    }
 }
 
 fn reactor_error(e: std::io::Error) -> Error {
-    Error::Sys {
-        call: "tokio reactor",
-        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-    }
+    Error::system("tokio reactor", e)
 }
 
 /// Reads one value inside `try_io`: `Err(WouldBlock)` when the fd is empty,
@@ -73,6 +89,22 @@ fn as_io<T>(r: Result<Option<T>>) -> std::io::Result<Result<T>> {
 /// }
 /// # }
 /// ```
+///
+/// Events to handle elsewhere are taken as [`OwnedAsyncEvent`]s
+/// ([`next_owned`](AsyncEvents::next_owned), or the [`Stream`]), which a
+/// spawned task can own:
+///
+/// ```no_run
+/// # async fn run() -> ibverbs_async::Result<()> {
+/// use ibverbs_async::{tokio::AsyncEvents, Context};
+/// let ctx = Context::open("rxe0")?;
+/// let events = AsyncEvents::new(&ctx)?;
+/// let event = events.next_owned().await?;
+/// tokio::spawn(async move {
+///     println!("{event}"); // acknowledged when the task drops it
+/// });
+/// # Ok(()) }
+/// ```
 // Send + Sync from its fields: tokio's AsyncFd and a Send + Sync handle.
 pub struct AsyncEvents {
     // Dropped first: deregisters and closes the duplicate fd before the
@@ -84,17 +116,19 @@ pub struct AsyncEvents {
 impl AsyncEvents {
     /// Registers the context's event fd with the current tokio runtime.
     ///
-    /// # Panics
-    /// Outside a tokio runtime with the IO driver enabled (as
-    /// [`AsyncFd::new`]).
+    /// # Errors
+    /// [`Error::State`] outside a tokio runtime, or in one without the IO
+    /// driver (tokio itself would panic there);
+    /// [`Error::System`] when the fd cannot be duplicated or registered.
     pub fn new(ctx: &Context) -> Result<AsyncEvents> {
         Ok(AsyncEvents {
-            fd: register(ctx.inner.async_fd())?,
+            fd: register("AsyncEvents::new", ctx.inner.async_fd())?,
             ctx: ctx.clone(),
         })
     }
 
     /// The context.
+    #[must_use]
     pub fn context(&self) -> &Context {
         &self.ctx
     }
@@ -104,6 +138,10 @@ impl AsyncEvents {
     /// # Cancel safety
     /// Cancel safe: an event is read only in the poll that returns it.
     /// Several tasks may wait at once; each event reaches one of them.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_get_async_event` fails, [`Error::System`]
+    /// when the reactor does.
     pub async fn next(&self) -> Result<AsyncEvent<'_>> {
         loop {
             let mut guard = self.fd.readable().await.map_err(reactor_error)?;
@@ -113,8 +151,21 @@ impl AsyncEvents {
         }
     }
 
+    /// Waits for the next asynchronous event and returns it as an
+    /// [`OwnedAsyncEvent`], which can be moved into a spawned task. Cancel
+    /// safe.
+    ///
+    /// # Errors
+    /// As [`next`](AsyncEvents::next).
+    pub async fn next_owned(&self) -> Result<OwnedAsyncEvent> {
+        self.next().await.map(AsyncEvent::into_owned)
+    }
+
     /// Waits for the next asynchronous event, acknowledges it at once and
     /// returns a copy of it. Cancel safe.
+    ///
+    /// # Errors
+    /// As [`next`](AsyncEvents::next).
     pub async fn next_info(&self) -> Result<AsyncEventInfo> {
         self.next().await.map(AsyncEvent::ack)
     }
@@ -136,15 +187,15 @@ impl AsyncEvents {
     }
 }
 
-/// A stream of acknowledged events: each item is read, acknowledged and
-/// copied out (see [`AsyncEvents::next_info`]). It never ends.
+/// A never-ending stream of [`OwnedAsyncEvent`]s (see
+/// [`AsyncEvents::next_owned`]): each is acknowledged when dropped.
 impl Stream for AsyncEvents {
-    type Item = Result<AsyncEventInfo>;
+    type Item = Result<OwnedAsyncEvent>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
         self.get_mut()
             .poll_next_event(cx)
-            .map(|r| Some(r.map(AsyncEvent::ack)))
+            .map(|r| Some(r.map(AsyncEvent::into_owned)))
     }
 }
 
@@ -166,13 +217,13 @@ impl std::fmt::Debug for AsyncEvents {
 /// let ctx = Context::open("rxe0")?;
 /// let channel = ctx.create_comp_channel()?;
 /// let cq = ctx.create_cq_with_channel(64, &channel, 0)?;
-/// cq.req_notify(false)?;
 /// let events = CqEvents::new(&channel)?;
-/// let cq = events.next().await?;
-/// cq.req_notify(false)?;
 /// let mut wc = [WorkCompletion::default(); 16];
-/// let n = cq.poll(&mut wc)?;
-/// # let _ = n; Ok(()) }
+/// // Arms the CQ, polls, and waits for its event as needed:
+/// for wc in events.poll_cq(&cq, &mut wc).await? {
+///     println!("{} {:?}", wc.wr_id(), wc.status());
+/// }
+/// # Ok(()) }
 /// ```
 // Send + Sync from its fields: tokio's AsyncFd and a Send + Sync handle.
 pub struct CqEvents {
@@ -183,16 +234,19 @@ pub struct CqEvents {
 impl CqEvents {
     /// Registers the channel's fd with the current tokio runtime.
     ///
-    /// # Panics
-    /// Outside a tokio runtime with the IO driver enabled.
+    /// # Errors
+    /// [`Error::State`] outside a tokio runtime, or in one without the IO
+    /// driver (tokio itself would panic there);
+    /// [`Error::System`] when the fd cannot be duplicated or registered.
     pub fn new(channel: &CompChannel) -> Result<CqEvents> {
         Ok(CqEvents {
-            fd: register(channel.inner.fd())?,
+            fd: register("CqEvents::new", channel.inner.fd())?,
             channel: channel.clone(),
         })
     }
 
     /// The channel.
+    #[must_use]
     pub fn channel(&self) -> &CompChannel {
         &self.channel
     }
@@ -201,12 +255,89 @@ impl CqEvents {
     ///
     /// # Cancel safety
     /// Cancel safe; several tasks may wait at once.
+    ///
+    /// # Errors
+    /// [`Error::Call`] when `ibv_get_cq_event` fails, [`Error::System`]
+    /// when the reactor does.
     pub async fn next(&self) -> Result<Cq> {
         loop {
             let mut guard = self.fd.readable().await.map_err(reactor_error)?;
             if let Ok(r) = guard.try_io(|_| as_io(self.channel.inner.try_read())) {
                 return r.map_err(reactor_error)?;
             }
+        }
+    }
+
+    /// Waits until `cq` has completions and polls them into `out`; returns
+    /// the part of `out` they fill (never empty).
+    ///
+    /// This is the loop `ibv_get_cq_event(3)` and `ibv_req_notify_cq(3)`
+    /// describe, in one call:
+    /// 1. poll the CQ; completions found are returned at once;
+    /// 2. otherwise arm it (`ibv_req_notify_cq`): only completions added
+    ///    *after* arming raise an event, so
+    /// 3. poll again: a completion that arrived between the first poll and
+    ///    the arming raised no event, and waiting for one would sleep
+    ///    forever with a completion in the queue;
+    /// 4. still empty: wait for the channel's event, then start over (the
+    ///    event may be stale, left from an earlier arming: the loop then
+    ///    finds the CQ empty and waits again).
+    ///
+    /// Each event read is counted against its CQ and acknowledged in
+    /// batches of [`CQ_EVENT_ACK_BATCH`](crate::CQ_EVENT_ACK_BATCH)
+    /// (`ibv_ack_cq_events(3)` takes a mutex), and before the CQ is
+    /// destroyed at the latest. Arming an armed CQ is harmless, so a CQ
+    /// left armed by an earlier call costs nothing.
+    ///
+    /// The channel should serve only CQs waited on this way by one task
+    /// each: an event for another CQ of the channel is consumed here (and
+    /// acknowledged), and whoever waits for that CQ sees it only through
+    /// its own next poll.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: completions are taken from the CQ only in the poll
+    /// that returns them; a cancelled call leaves the CQ armed, which is
+    /// harmless.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `cq` does not report to this
+    /// channel; [`Error::BufferTooSmall`] for an empty `out`; the errors of
+    /// [`Cq::poll`], [`Cq::req_notify`] and [`next`](CqEvents::next).
+    pub async fn poll_cq<'w>(
+        &self,
+        cq: &Cq,
+        out: &'w mut [WorkCompletion],
+    ) -> Result<&'w mut [WorkCompletion]> {
+        if out.is_empty() {
+            return Err(Error::BufferTooSmall {
+                what: "work completions",
+                needed: 1,
+                given: 0,
+            });
+        }
+        if !cq
+            .inner
+            .channel
+            .as_ref()
+            .is_some_and(|c| std::sync::Arc::ptr_eq(c, &self.channel.inner))
+        {
+            return Err(Error::invalid(
+                "the CQ does not report to this completion channel",
+            ));
+        }
+        loop {
+            let n = cq.poll(out)?.len();
+            if n > 0 {
+                return Ok(&mut out[..n]);
+            }
+            cq.req_notify(false)?;
+            let n = cq.poll(out)?.len();
+            if n > 0 {
+                return Ok(&mut out[..n]);
+            }
+            // Whichever CQ the event names, start over: ours is polled
+            // first thing.
+            drop(self.next().await?);
         }
     }
 
@@ -239,5 +370,41 @@ impl std::fmt::Debug for CqEvents {
         f.debug_struct("CqEvents")
             .field("channel", &self.channel)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registering_without_a_runtime_or_its_io_driver_is_an_error() {
+        let (r, _w) = nix::unistd::pipe().unwrap();
+        let err = register("AsyncEvents::new", r.as_fd()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::State {
+                    call: "AsyncEvents::new",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        let no_io = ::tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let guard = no_io.enter();
+        let err = register("CqEvents::new", r.as_fd()).unwrap_err();
+        assert!(err.to_string().contains("no IO driver"), "{err}");
+        drop(guard);
+
+        let rt = ::tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        register("CqEvents::new", r.as_fd()).unwrap();
     }
 }

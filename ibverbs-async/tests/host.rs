@@ -5,7 +5,8 @@ use std::io;
 
 use ibverbs_async::{
     AsyncEvent, AsyncEventInfo, CompChannel, Context, Cq, DeviceList, ElementId, ElementKind,
-    Error, EventType, Gid, Mr, Mtu, ObjectId, Pd, PortState, Qp, Srq, WcStatus,
+    Errno, Error, EventType, Gid, Mr, Mtu, ObjectId, ObjectKind, OwnedAsyncEvent, Pd, PortState,
+    Qp, Srq, Stopper, Wait, WcStatus,
 };
 
 #[test]
@@ -96,10 +97,7 @@ fn unknown_event_types_keep_their_value() {
 
 #[test]
 fn event_info_is_plain_data() {
-    let info = AsyncEventInfo {
-        event_type: EventType::PortErr,
-        element: ElementId::Port(1),
-    };
+    let info = AsyncEventInfo::new(EventType::PortErr, ElementId::Port { port: 1 });
     let copy = info;
     assert_eq!(info, copy);
     assert_eq!(info.to_string(), "IBV_EVENT_PORT_ERR on port 1");
@@ -108,20 +106,71 @@ fn event_info_is_plain_data() {
 }
 
 #[test]
-fn verbs_errors_carry_errno_and_call() {
-    let err = Error::Verbs {
+fn call_errors_carry_errno_and_call() {
+    let err = Error::Call {
         call: "ibv_destroy_cq",
-        errno: nix::errno::Errno::EBUSY,
+        errno: Errno::BUSY,
     };
-    assert_eq!(err.errno(), Some(nix::errno::Errno::EBUSY));
+    assert_eq!(err.errno(), Some(Errno::BUSY));
     assert_eq!(err.call(), Some("ibv_destroy_cq"));
     let msg = err.to_string();
-    assert!(msg.starts_with("ibv_destroy_cq failed: EBUSY"), "{msg}");
+    assert!(
+        msg.starts_with("ibv_destroy_cq failed: ") && msg.ends_with(&format!("({})", libc::EBUSY)),
+        "{msg}"
+    );
 
     let io: io::Error = err.into();
     assert_eq!(io.kind(), io::Error::from_raw_os_error(libc::EBUSY).kind());
     let back = io.get_ref().unwrap().downcast_ref::<Error>().unwrap();
-    assert_eq!(back.errno(), Some(nix::errno::Errno::EBUSY));
+    assert_eq!(back.errno(), Some(Errno::BUSY));
+}
+
+#[test]
+fn errno_is_a_transparent_c_int_with_named_constants() {
+    assert_eq!(
+        std::mem::size_of::<Errno>(),
+        std::mem::size_of::<libc::c_int>()
+    );
+    assert_eq!(Errno::AGAIN.raw_os_error(), libc::EAGAIN);
+    assert_eq!(Errno::from_raw_os_error(libc::ENOMEM), Errno::NOMEM);
+    assert_eq!(format!("{:?}", Errno::TIMEDOUT), "Errno::TIMEDOUT");
+    assert_eq!(
+        format!("{:?}", Errno::from_raw_os_error(9999)),
+        "Errno(9999)"
+    );
+    assert_eq!(
+        Errno::NOENT.to_string(),
+        format!("{} ({})", Errno::NOENT.text(), libc::ENOENT)
+    );
+    assert_eq!(Errno::INTR.kind(), io::ErrorKind::Interrupted);
+    let io: io::Error = Errno::CONNREFUSED.into();
+    assert_eq!(io.raw_os_error(), Some(libc::ECONNREFUSED));
+}
+
+#[test]
+fn a_failed_destroy_converts_with_question_mark() {
+    #[derive(Debug)]
+    struct Handle;
+    fn destroy() -> Result<(), (Handle, Error)> {
+        Err((
+            Handle,
+            Error::InUse {
+                object: ObjectKind::Context,
+                users: 1,
+            },
+        ))
+    }
+    fn caller() -> ibverbs_async::Result<()> {
+        destroy()?;
+        Ok(())
+    }
+    let err = caller().unwrap_err();
+    assert!(matches!(err, Error::InUse { users: 1, .. }), "{err}");
+    assert_eq!(err.errno(), Some(Errno::BUSY));
+    assert_eq!(
+        err.to_string(),
+        "the context is still in use (1 other user(s): clones, child objects or events)"
+    );
 }
 
 #[test]
@@ -149,18 +198,44 @@ fn errors_convert_to_io_errors_with_kinds() {
             },
             io::ErrorKind::InvalidInput,
         ),
-        (Error::InvalidArgument("x"), io::ErrorKind::InvalidInput),
         (
-            Error::Verbs {
+            Error::InvalidArgument("x".into()),
+            io::ErrorKind::InvalidInput,
+        ),
+        (
+            Error::TooLarge {
+                what: "CQ entries",
+                limit: 10,
+                given: 11,
+            },
+            io::ErrorKind::InvalidInput,
+        ),
+        (
+            Error::BufferTooSmall {
+                what: "work completions",
+                needed: 1,
+                given: 0,
+            },
+            io::ErrorKind::InvalidInput,
+        ),
+        (
+            Error::State {
+                call: "AsyncEvents::new",
+                reason: "no tokio runtime",
+            },
+            io::ErrorKind::Other,
+        ),
+        (
+            Error::Call {
                 call: "ibv_create_cq",
-                errno: nix::errno::Errno::ENOMEM,
+                errno: Errno::NOMEM,
             },
             io::ErrorKind::OutOfMemory,
         ),
         (
-            Error::Sys {
+            Error::System {
                 call: "poll",
-                errno: nix::errno::Errno::EINVAL,
+                source: io::Error::from(Errno::INVAL),
             },
             io::ErrorKind::InvalidInput,
         ),
@@ -186,8 +261,8 @@ fn errors_convert_to_io_errors_with_kinds() {
         "range 4000..4200 does not fit in memory region of 4096 bytes"
     );
     let busy = Error::InUse {
-        object: "CQ",
-        holders: 2,
+        object: ObjectKind::CompletionQueue,
+        users: 2,
     };
     assert_eq!(
         io::Error::from(busy).kind(),
@@ -250,4 +325,31 @@ fn handles_are_send_and_sync() {
     send_sync::<AsyncEvent<'static>>();
     send_sync::<Error>();
     send_sync::<ObjectId>();
+    send_sync::<Stopper>();
+    send_sync::<Errno>();
+}
+
+#[test]
+fn owned_events_can_move_into_spawned_tasks() {
+    // What `tokio::spawn` and `std::thread::spawn` ask of what they own.
+    fn spawnable<T: Send + 'static>() {}
+    spawnable::<OwnedAsyncEvent>();
+    spawnable::<ibverbs_async::Result<OwnedAsyncEvent>>();
+}
+
+#[test]
+fn a_stopper_is_sticky_until_reset() {
+    let stopper = Stopper::new().unwrap();
+    assert!(!stopper.is_stopped().unwrap());
+    let clone = stopper.clone();
+    clone.stop().unwrap();
+    clone.stop().unwrap();
+    assert!(stopper.is_stopped().unwrap());
+    stopper.reset().unwrap();
+    assert!(!clone.is_stopped().unwrap());
+    assert!(format!("{stopper:?}").starts_with("Stopper"));
+    let w: Wait<u8> = Wait::Stopped;
+    assert!(w.is_stopped());
+    assert_eq!(Wait::Ready(3).ready(), Some(3));
+    assert_eq!(Wait::<u8>::TimedOut.ready(), None);
 }

@@ -10,14 +10,16 @@ use std::time::{Duration, Instant};
 
 use common::{connect, end, open, opts, poll_n, watchdog, End, ACCESS, WAIT};
 use ibverbs_async::{
-    tokio::CqEvents, AccessFlags, ConnectOptions, Context, Error, GidType, LinkLayer, Mtu,
-    PortState, QpCap, QpInit, QpState, SendRequest, WcOpcode, WcStatus, CQ_EVENT_ACK_BATCH,
+    tokio::CqEvents, AccessFlags, CompChannel, Context, Cq, Error, GidType, LinkLayer, Mr, Mtu,
+    ObjectKind, PortState, Qp, QpCap, QpInit, QpState, RecvRequest, SendRequest, Stopper, Wait,
+    WcOpcode, WcStatus, CQ_EVENT_ACK_BATCH,
 };
 
 fn send_recv_and_rdma(a: &mut End, b: &mut End) {
     // Send with immediate data.
     a.mr.write(0, b"hello over RoCE").unwrap();
-    b.qp.post_recv(&b.mr, 1024..1024 + 64, 7).unwrap();
+    b.qp.post_recv(&RecvRequest::new(&b.mr, 1024..1024 + 64).wr_id(7))
+        .unwrap();
     a.qp.post_send(&SendRequest::send_with_imm(&a.mr, 0..15, 0xdead_beef).wr_id(1))
         .unwrap();
     let sent = poll_n(&a.cq, 1);
@@ -127,7 +129,7 @@ fn input_errors_are_typed() {
         })
     ));
     assert!(matches!(
-        qp.post_recv(&mr, 4000..5000, 0),
+        qp.post_recv(&RecvRequest::new(&mr, 4000..5000).wr_id(0)),
         Err(Error::OutOfBounds { .. })
     ));
     assert!(matches!(
@@ -137,7 +139,7 @@ fn input_errors_are_typed() {
     // A region of another protection domain.
     let other = ctx.alloc_pd().unwrap().reg_mr(64, ACCESS).unwrap();
     assert!(matches!(
-        qp.post_recv(&other, 0..8, 0),
+        qp.post_recv(&RecvRequest::new(&other, 0..8).wr_id(0)),
         Err(Error::InvalidArgument(_))
     ));
     // A CQ without a channel cannot be armed.
@@ -153,18 +155,22 @@ fn input_errors_are_typed() {
     // Posting before the QP is ready is refused before libibverbs is
     // called: a receive in RESET, a send before RTS.
     assert!(matches!(
-        qp.post_recv(&mr, 0..8, 0),
-        Err(Error::InvalidArgument(_))
+        qp.post_recv(&RecvRequest::new(&mr, 0..8).wr_id(0)),
+        Err(Error::State {
+            call: "ibv_post_recv",
+            ..
+        })
     ));
     assert!(matches!(
         qp.post_send(&SendRequest::send(&mr, 0..8)),
-        Err(Error::InvalidArgument(_))
+        Err(Error::State {
+            call: "ibv_post_send",
+            ..
+        })
     ));
     // Connection options outside their widths.
-    let bad = ConnectOptions {
-        timeout: 200,
-        ..opts(&ctx)
-    };
+    let mut bad = opts(&ctx);
+    bad.timeout = 200;
     assert!(matches!(
         qp.modify_to_rts(&bad),
         Err(Error::InvalidArgument(_))
@@ -186,19 +192,21 @@ fn a_send_refused_before_the_connection_never_goes_out() {
         let err = qp
             .post_send(&SendRequest::send(mr, 0..5).wr_id(1))
             .unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(matches!(err, Error::State { .. }), "{err}");
     }
     a.qp.modify_to_init(1, ACCESS).unwrap();
     let err =
         a.qp.post_send(&SendRequest::send(&a.mr, 0..5).wr_id(1))
             .unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(matches!(err, Error::State { .. }), "{err}");
     a.qp.modify_to_reset().unwrap();
 
     connect(&a.qp, &ctx, &b.qp, &ctx);
     b.mr.fill(0);
-    b.qp.post_recv(&b.mr, 0..64, 10).unwrap();
-    b.qp.post_recv(&b.mr, 64..128, 11).unwrap();
+    b.qp.post_recv(&RecvRequest::new(&b.mr, 0..64).wr_id(10))
+        .unwrap();
+    b.qp.post_recv(&RecvRequest::new(&b.mr, 64..128).wr_id(11))
+        .unwrap();
     a.qp.post_send(&SendRequest::send(&a.mr, 64..69).wr_id(2))
         .unwrap();
     let sent = poll_n(&a.cq, 1);
@@ -210,8 +218,8 @@ fn a_send_refused_before_the_connection_never_goes_out() {
     // Nothing else arrives.
     std::thread::sleep(Duration::from_millis(200));
     let mut wc = [ibverbs_async::WorkCompletion::default(); 4];
-    assert_eq!(a.cq.poll(&mut wc).unwrap(), 0, "{:?}", &wc[..1]);
-    assert_eq!(b.cq.poll(&mut wc).unwrap(), 0, "{:?}", &wc[..1]);
+    assert!(a.cq.poll(&mut wc).unwrap().is_empty());
+    assert!(b.cq.poll(&mut wc).unwrap().is_empty());
     assert_eq!(b.mr.to_vec(64..69).unwrap(), [0; 5]);
     drop((a, b));
 }
@@ -222,18 +230,28 @@ fn objects_in_use_cannot_be_destroyed_explicitly() {
     let ctx = open("rxe0");
     let (a, b) = (end(&ctx), end(&ctx));
     connect(&a.qp, &ctx, &b.qp, &ctx);
-    b.qp.post_recv(&b.mr, 0..64, 1).unwrap();
+    b.qp.post_recv(&RecvRequest::new(&b.mr, 0..64).wr_id(1))
+        .unwrap();
 
     // The CQ is used by a QP.
     let (cq, err) = b.cq.destroy().unwrap_err();
-    assert!(matches!(err, Error::InUse { object: "CQ", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::InUse {
+                object: ObjectKind::CompletionQueue,
+                ..
+            }
+        ),
+        "{err}"
+    );
     // The region has a receive posted on it: the QP keeps it registered.
     let (mr, err) = b.mr.dereg().unwrap_err();
     assert!(
         matches!(
             err,
             Error::InUse {
-                object: "memory region",
+                object: ObjectKind::MemoryRegion,
                 ..
             }
         ),
@@ -277,7 +295,9 @@ fn completion_channel_events_with_batched_acks() {
     let mut round = 0u64;
     let mut one_round = || {
         cq.req_notify(false).unwrap();
-        recv_side.post_recv(&mr, 0..64, round).unwrap();
+        recv_side
+            .post_recv(&RecvRequest::new(&mr, 0..64).wr_id(round))
+            .unwrap();
         b.qp.post_send(&SendRequest::send(&b.mr, 0..64).signaled(false))
             .unwrap();
         let ev_cq = channel
@@ -329,7 +349,8 @@ fn completion_channel_event_for_a_cq_whose_handles_are_gone() {
     connect(&b.qp, &ctx, &qp, &ctx);
     let mr = pd.reg_mr(64, ACCESS).unwrap();
     cq.req_notify(false).unwrap();
-    qp.post_recv(&mr, 0..64, 1).unwrap();
+    qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(1))
+        .unwrap();
     b.qp.post_send(&SendRequest::send(&b.mr, 0..8)).unwrap();
     // Wait for the event to be queued, without reading it.
     assert!(channel.fd().wait_readable(Some(WAIT)).unwrap());
@@ -359,7 +380,8 @@ fn two_threads_on_one_completion_channel() {
         let b = end(&ctx);
         connect(&b.qp, &ctx, &qp, &ctx);
         cq.req_notify(false).unwrap();
-        qp.post_recv(&mr, 0..64, 0).unwrap();
+        qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(0))
+            .unwrap();
         links.push((qp, b));
     }
     let collect = || {
@@ -391,24 +413,48 @@ fn two_threads_on_one_completion_channel() {
     );
 }
 
+/// A QP whose one CQ reports to a completion channel, connected to an
+/// [`End`] on the same device, with a 4 KiB region of the QP's PD.
+struct ChannelLink {
+    channel: CompChannel,
+    cq: Cq,
+    qp: Qp,
+    mr: Mr,
+    b: End,
+}
+
+fn channel_link(ctx: &Context) -> ChannelLink {
+    let channel = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq_with_channel(64, &channel, 0).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let qp = pd
+        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap::new(16, 32)))
+        .unwrap();
+    let b = end(ctx);
+    connect(&b.qp, ctx, &qp, ctx);
+    let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    ChannelLink {
+        channel,
+        cq,
+        qp,
+        mr,
+        b,
+    }
+}
+
 #[test]
 fn tokio_completion_events() {
     skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     use futures_core::Stream;
 
     let ctx = open("rxe0");
-    let channel = ctx.create_comp_channel().unwrap();
-    let cq = ctx.create_cq_with_channel(64, &channel, 0).unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let qp = pd
-        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap {
-            max_recv_wr: 32,
-            ..QpCap::default()
-        }))
-        .unwrap();
-    let b = end(&ctx);
-    connect(&b.qp, &ctx, &qp, &ctx);
-    let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    let ChannelLink {
+        channel,
+        cq,
+        qp,
+        mr,
+        b,
+    } = channel_link(&ctx);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -423,7 +469,8 @@ fn tokio_completion_events() {
         let mut received = 0;
         for round in 0..3u64 {
             cq.req_notify(false).unwrap();
-            qp.post_recv(&mr, 0..64, round).unwrap();
+            qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(round))
+                .unwrap();
             b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
                 .unwrap();
             let ev_cq = if round % 2 == 0 {
@@ -443,7 +490,7 @@ fn tokio_completion_events() {
             let deadline = Instant::now() + WAIT;
             while received < round + 1 {
                 let mut wc = [ibverbs_async::WorkCompletion::default(); 8];
-                let n = ev_cq.poll(&mut wc).unwrap() as u64;
+                let n = ev_cq.poll(&mut wc).unwrap().len() as u64;
                 received += n;
                 assert!(Instant::now() < deadline);
                 if n == 0 {
@@ -465,7 +512,8 @@ fn regions_stay_registered_while_a_queue_holds_them() {
     let (a, b) = (end(&ctx), end(&ctx));
     connect(&a.qp, &ctx, &b.qp, &ctx);
     let End { qp, mr, cq, .. } = b;
-    qp.post_recv(&mr, 0..64, 9).unwrap();
+    qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(9))
+        .unwrap();
     // The receive buffer's handle goes away; the QP still holds the region,
     // so the incoming data lands in registered memory.
     drop(mr);
@@ -474,4 +522,158 @@ fn regions_stay_registered_while_a_queue_holds_them() {
     assert!(poll_n(&a.cq, 1)[0].is_success());
     let _w = watchdog("teardown", WAIT);
     qp.destroy().unwrap();
+}
+
+#[test]
+fn poll_returns_the_filled_part_of_the_buffer() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let (a, b) = (end(&ctx), end(&ctx));
+    connect(&a.qp, &ctx, &b.qp, &ctx);
+    for i in 0..3u64 {
+        b.qp.post_recv(
+            &RecvRequest::new(&b.mr, 64 * i as usize..64 * (i as usize + 1)).wr_id(10 + i),
+        )
+        .unwrap();
+    }
+    for i in 0..3u64 {
+        a.qp.post_send(&SendRequest::send(&a.mr, 0..8).wr_id(i))
+            .unwrap();
+    }
+    assert_eq!(poll_n(&a.cq, 3).len(), 3);
+    // The receives completed before the sends were acknowledged; give a
+    // slow guest some room all the same.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut buf = [ibverbs_async::WorkCompletion::default(); 2];
+    let first = b.cq.poll(&mut buf).unwrap();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(
+        first.iter().map(|wc| wc.wr_id()).collect::<Vec<_>>(),
+        [10, 11]
+    );
+    let second = b.cq.poll(&mut buf).unwrap();
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0].wr_id(), 12);
+    assert!(second[0].is_success());
+    assert!(b.cq.poll(&mut buf).unwrap().is_empty());
+    // An empty buffer reads nothing.
+    assert!(b.cq.poll(&mut []).unwrap().is_empty());
+}
+
+#[test]
+fn poll_cq_arms_polls_and_waits_without_losing_a_completion() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let ChannelLink {
+        channel,
+        cq,
+        qp,
+        mr,
+        b,
+    } = channel_link(&ctx);
+    let b = std::sync::Arc::new(b);
+    let plain = ctx.create_cq(4).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    const ROUNDS: u64 = 80;
+    rt.block_on(async {
+        let events = CqEvents::new(&channel).unwrap();
+        let mut wc = [ibverbs_async::WorkCompletion::default(); 8];
+        // Misuse is refused before anything is armed or read.
+        let err = events.poll_cq(&plain, &mut wc).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        let err = events.poll_cq(&cq, &mut []).await.unwrap_err();
+        assert!(matches!(err, Error::BufferTooSmall { .. }), "{err}");
+
+        let mut received = Vec::new();
+        for round in 0..ROUNDS {
+            qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(round))
+                .unwrap();
+            let mut late_sender = None;
+            match round % 3 {
+                // The completion is already there: the first poll finds it.
+                0 => {
+                    b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                // It arrives while the call waits for the channel's event.
+                1 => {
+                    let b = std::sync::Arc::clone(&b);
+                    late_sender = Some(std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(30));
+                        b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+                            .unwrap();
+                    }));
+                }
+                // Around the arming: whichever side of it, one call gets it.
+                _ => {
+                    b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+                        .unwrap();
+                }
+            }
+            let got = tokio::time::timeout(WAIT, events.poll_cq(&cq, &mut wc))
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: no completion within {WAIT:?}"))
+                .unwrap();
+            assert!(!got.is_empty());
+            if let Some(sender) = late_sender {
+                sender.join().unwrap();
+            }
+            received.extend(got.iter().map(|wc| {
+                assert!(wc.is_success(), "{}", wc.status_str());
+                wc.wr_id()
+            }));
+        }
+        assert_eq!(received, (0..ROUNDS).collect::<Vec<_>>());
+        // Events are acknowledged in batches: fewer than one batch is
+        // still counted.
+        assert!(cq.unacked_cq_events() < CQ_EVENT_ACK_BATCH);
+    });
+    let _w = watchdog("destroying after poll_cq", WAIT);
+    drop(qp);
+    drop(cq);
+}
+
+#[test]
+fn a_stopper_ends_a_blocked_cq_event_wait_without_losing_the_event() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let ChannelLink {
+        channel,
+        cq,
+        qp,
+        mr,
+        b,
+    } = channel_link(&ctx);
+    let stopper = Stopper::new().unwrap();
+    let start = Instant::now();
+    let stopped = std::thread::scope(|s| {
+        let waiter = s.spawn(|| channel.wait_cq_event(&stopper, None).unwrap().is_stopped());
+        std::thread::sleep(Duration::from_millis(200));
+        stopper.stop().unwrap();
+        waiter.join().unwrap()
+    });
+    assert!(stopped);
+    assert!(start.elapsed() < WAIT);
+
+    // An event that arrives while stopped stays in the channel for the
+    // next wait.
+    qp.post_recv(&RecvRequest::new(&mr, 0..64).wr_id(5))
+        .unwrap();
+    cq.req_notify(false).unwrap();
+    b.qp.post_send(&SendRequest::send(&b.mr, 0..8).signaled(false))
+        .unwrap();
+    assert!(channel.fd().wait_readable(Some(WAIT)).unwrap());
+    assert!(channel.wait_cq_event(&stopper, None).unwrap().is_stopped());
+    stopper.reset().unwrap();
+    let Wait::Ready(ev_cq) = channel.wait_cq_event(&stopper, Some(WAIT)).unwrap() else {
+        panic!("the event was lost");
+    };
+    assert!(ev_cq.same_as(&cq));
+    assert_eq!(poll_n(&cq, 1)[0].wr_id(), 5);
+    let _w = watchdog("destroying after a stopped wait", WAIT);
+    drop((qp, ev_cq, cq));
 }

@@ -11,12 +11,12 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use common::{
-    connect, drain_events, end, ip, ip_quiet, open, poll_n, wait_event, wait_port_ready, watchdog,
-    ACCESS, WAIT,
+    assert_in_use, connect, drain_events, end, ip, ip_quiet, open, poll_n, wait_event,
+    wait_port_ready, watchdog, End, ACCESS, WAIT,
 };
 use ibverbs_async::{
     test_hooks, tokio::AsyncEvents, AsyncEventInfo, Context, Cq, Element, ElementId, EventType, Mr,
-    Pd, Qp, QpCap, QpInit, QpState, SendRequest,
+    ObjectKind, Pd, Qp, QpCap, QpInit, QpState, RecvRequest, SendRequest, Stopper, Wait,
 };
 
 /// A loopback connection on one context whose sender's send CQ is tiny and
@@ -34,11 +34,7 @@ fn overrun(ctx: &Context) -> Overrun {
     let pd = ctx.alloc_pd().unwrap();
     let tiny = ctx.create_cq(1).unwrap();
     let big = ctx.create_cq(64).unwrap();
-    let cap = QpCap {
-        max_send_wr: 32,
-        max_recv_wr: 32,
-        ..QpCap::default()
-    };
+    let cap = QpCap::new(32, 32);
     let a = pd
         .create_qp(&QpInit::rc(&tiny, &big).cap(cap).sq_sig_all(true))
         .unwrap();
@@ -47,7 +43,7 @@ fn overrun(ctx: &Context) -> Overrun {
     let mr = pd.reg_mr(4096, ACCESS).unwrap();
     let n = (tiny.capacity() as usize + 4).min(32);
     for i in 0..n {
-        b.post_recv(&mr, 2048 + 8 * i..2056 + 8 * i, i as u64)
+        b.post_recv(&RecvRequest::new(&mr, 2048 + 8 * i..2056 + 8 * i).wr_id(i as u64))
             .unwrap();
     }
     for i in 0..n {
@@ -96,10 +92,7 @@ fn port_err_and_port_active_on_link_down_and_up() {
     assert!(matches!(down.element(), Element::Port(1)));
     assert_eq!(
         down.ack(),
-        AsyncEventInfo {
-            event_type: EventType::PortErr,
-            element: ElementId::Port(1)
-        }
+        AsyncEventInfo::new(EventType::PortErr, ElementId::Port { port: 1 })
     );
     // The peer of veth0 lost its carrier: rxe1's port went down too.
     wait_event(&ctx1, "PORT_ERR on rxe1", |e| {
@@ -120,7 +113,8 @@ fn port_err_and_port_active_on_link_down_and_up() {
     // And traffic rxe0 -> rxe1 works again.
     let (a, b) = (end(&ctx0), end(&ctx1));
     connect(&a.qp, &ctx0, &b.qp, &ctx1);
-    b.qp.post_recv(&b.mr, 0..64, 1).unwrap();
+    b.qp.post_recv(&RecvRequest::new(&b.mr, 0..64).wr_id(1))
+        .unwrap();
     a.qp.post_send(&SendRequest::send(&a.mr, 0..64)).unwrap();
     assert!(poll_n(&a.cq, 1)[0].is_success());
     assert!(poll_n(&b.cq, 1)[0].is_success());
@@ -172,7 +166,7 @@ fn gid_change_on_ip_addr_add_and_del() {
     let ev = wait_event(&ctx, "GID_CHANGE after del", |e| {
         e.event_type() == EventType::GidChange
     });
-    assert_eq!(ev.info().element, ElementId::Port(1));
+    assert_eq!(ev.info().element, ElementId::Port { port: 1 });
 }
 
 #[test]
@@ -188,12 +182,15 @@ fn srq_limit_reached_when_an_armed_srq_falls_below_its_limit() {
     connect(&sender, &ctx, &receiver, &ctx);
     let mr = pd.reg_mr(4096, ACCESS).unwrap();
     for i in 0..8 {
-        srq.post_recv(&mr, 64 * i..64 * i + 64, i as u64).unwrap();
+        srq.post_recv(&RecvRequest::new(&mr, 64 * i..64 * i + 64).wr_id(i as u64))
+            .unwrap();
     }
     srq.arm_limit(4).unwrap();
     assert_eq!(srq.query().unwrap().srq_limit, 4);
     // Receiving on a QP attached to an SRQ goes through the SRQ.
-    assert!(receiver.post_recv(&mr, 0..8, 0).is_err());
+    assert!(receiver
+        .post_recv(&RecvRequest::new(&mr, 0..8).wr_id(0))
+        .is_err());
 
     for i in 0..5 {
         sender
@@ -207,7 +204,7 @@ fn srq_limit_reached_when_an_armed_srq_falls_below_its_limit() {
         e.event_type() == EventType::SrqLimitReached
     });
     assert!(ev.srq().unwrap().same_as(&srq));
-    assert_eq!(ev.info().element, ElementId::Srq(srq.id()));
+    assert_eq!(ev.info().element, ElementId::Srq { id: srq.id() });
     ev.ack();
     // The limit is disarmed once reported.
     assert_eq!(srq.query().unwrap().srq_limit, 0);
@@ -220,23 +217,30 @@ fn cq_err_on_cq_overrun() {
     drain_events(&ctx);
     let o = overrun(&ctx);
     let ev = wait_event(&ctx, "CQ_ERR", is_cq_err_of(&o.tiny));
-    assert_eq!(ev.info().element, ElementId::Cq(o.tiny.id()));
+    assert_eq!(ev.info().element, ElementId::Cq { id: o.tiny.id() });
     assert_eq!(ev.ack().event_type, EventType::CqErr);
     let _w = watchdog("tearing down after CQ_ERR", WAIT);
     drop(o);
+}
+
+/// Two connected ends, the first moved to SQD with notification, and the
+/// `IBV_EVENT_SQ_DRAINED` event that names its QP.
+fn sq_drained(ctx: &Context) -> (End, End, ibverbs_async::AsyncEvent<'_>) {
+    drain_events(ctx);
+    let (a, b) = (end(ctx), end(ctx));
+    connect(&a.qp, ctx, &b.qp, ctx);
+    a.qp.modify_to_sqd(true).unwrap();
+    let ev = wait_event(ctx, "SQ_DRAINED", |e| {
+        e.event_type() == EventType::SqDrained
+    });
+    (a, b, ev)
 }
 
 #[test]
 fn sq_drained_when_a_qp_moves_to_sqd() {
     skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
     let ctx = open("rxe0");
-    drain_events(&ctx);
-    let (a, b) = (end(&ctx), end(&ctx));
-    connect(&a.qp, &ctx, &b.qp, &ctx);
-    a.qp.modify_to_sqd(true).unwrap();
-    let ev = wait_event(&ctx, "SQ_DRAINED", |e| {
-        e.event_type() == EventType::SqDrained
-    });
+    let (a, _b, ev) = sq_drained(&ctx);
     assert!(ev.qp().unwrap().same_as(&a.qp));
     assert_eq!(
         ev.info().element,
@@ -271,7 +275,13 @@ fn a_held_event_defers_the_destroy_of_its_cq_without_deadlock() {
     drop(a);
     let (tiny, err) = tiny.destroy().unwrap_err();
     assert!(
-        matches!(err, ibverbs_async::Error::InUse { object: "CQ", .. }),
+        matches!(
+            err,
+            ibverbs_async::Error::InUse {
+                object: ObjectKind::CompletionQueue,
+                ..
+            }
+        ),
         "{err}"
     );
 
@@ -283,7 +293,7 @@ fn a_held_event_defers_the_destroy_of_its_cq_without_deadlock() {
     assert_eq!(ctx.live_objects(), live - 1, "only the QP is gone");
     let cq = ev.cq().unwrap();
     let mut wc = [ibverbs_async::WorkCompletion::default(); 4];
-    cq.poll(&mut wc).unwrap();
+    let _ = cq.poll(&mut wc).unwrap();
 
     // Dropping the event (on another thread: events are Send) acknowledges
     // it and then destroys the CQ.
@@ -363,7 +373,7 @@ fn an_event_read_while_its_cq_is_destroyed_is_acknowledged_at_once() {
         let (info, destroyed) = reader.join().unwrap();
         assert_eq!(info.event_type, EventType::CqErr);
         assert!(destroyed, "the CQ was being destroyed: {info}");
-        assert_eq!(info.element, ElementId::Cq(tiny_id));
+        assert_eq!(info.element, ElementId::Cq { id: tiny_id });
         // The destroy did wait for the reader's acknowledgement.
         assert!(
             started.elapsed() >= Duration::from_millis(500),
@@ -494,7 +504,7 @@ fn closing_a_context_with_live_objects_is_refused() {
         matches!(
             err,
             ibverbs_async::Error::InUse {
-                object: "context",
+                object: ObjectKind::Context,
                 ..
             }
         ),
@@ -554,8 +564,9 @@ fn tokio_async_events_next_and_stream() {
             assert!(pairs.iter().any(|(a, _)| ev.qp().unwrap().same_as(&a.qp)));
             ev.ack();
         }
-        // The third through the Stream implementation.
-        let info = tokio::time::timeout(
+        // The third through the Stream implementation, as an owned event
+        // that a spawned task takes over and acknowledges.
+        let owned = tokio::time::timeout(
             WAIT,
             std::future::poll_fn(|cx| std::pin::Pin::new(&mut events).poll_next(cx)),
         )
@@ -563,6 +574,7 @@ fn tokio_async_events_next_and_stream() {
         .expect("an event within the timeout")
         .expect("the stream never ends")
         .unwrap();
+        let info = tokio::spawn(async move { owned.ack() }).await.unwrap();
         assert_eq!(info.event_type, EventType::SqDrained);
 
         // A second registration of the same context works alongside.
@@ -583,4 +595,131 @@ fn tokio_async_events_next_and_stream() {
             }
         );
     });
+}
+
+#[test]
+fn an_owned_event_moves_into_a_spawned_task_and_holds_its_objects() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let (a, b, event) = sq_drained(&ctx);
+    let event = event.into_owned();
+    assert!(event.context().same_as(&ctx));
+    assert!(event.qp().unwrap().same_as(&a.qp));
+
+    // Like a borrowed event, the owned one holds its QP and its context.
+    let qp = a.qp.clone();
+    let (qp, err) = qp.destroy().unwrap_err();
+    assert_in_use(&err, ObjectKind::QueuePair);
+    let (_clone, err) = ctx.clone().close().unwrap_err();
+    assert_in_use(&err, ObjectKind::Context);
+
+    // A task on another worker thread takes the event over and
+    // acknowledges it.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let info = {
+        let _w = watchdog("acknowledging an owned event in a spawned task", WAIT);
+        rt.block_on(async { tokio::spawn(async move { event.ack() }).await })
+            .unwrap()
+    };
+    assert_eq!(info.event_type, EventType::SqDrained);
+    assert_eq!(
+        info.element,
+        ElementId::Qp {
+            id: qp.id(),
+            qp_num: qp.qp_num()
+        }
+    );
+    // Nothing holds the QP but its handles now: the explicit destroy works.
+    let End { qp: a_qp, .. } = a;
+    drop(a_qp);
+    {
+        let _w = watchdog("destroying the QP after its event was acknowledged", WAIT);
+        qp.destroy().unwrap();
+    }
+    drop(b);
+}
+
+#[test]
+fn a_stopper_ends_a_blocked_async_event_wait() {
+    let ctx = open("rxe0");
+    drain_events(&ctx);
+    // A late event of an earlier test (a port coming back up) may still
+    // arrive: such events are skipped, and only the outcome that is not an
+    // event counts.
+    let stopper = Stopper::new().unwrap();
+    let wait = |timeout| loop {
+        match ctx.wait_async_event(&stopper, timeout).unwrap() {
+            Wait::Ready(event) => println!("skipping {event}"),
+            other => return other.is_stopped(),
+        }
+    };
+    // Nothing pending: a timed wait times out.
+    assert!(!wait(Some(Duration::from_millis(50))));
+    let start = Instant::now();
+    let stopped = std::thread::scope(|s| {
+        let waiter = s.spawn(|| wait(None));
+        std::thread::sleep(Duration::from_millis(200));
+        stopper.stop().unwrap();
+        waiter.join().unwrap()
+    });
+    assert!(stopped);
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(200) && took < WAIT,
+        "{took:?}"
+    );
+    // A stop made before the call ends the next wait at once, even with
+    // an event pending; a reset one waits again.
+    assert!(ctx.wait_async_event(&stopper, None).unwrap().is_stopped());
+    stopper.reset().unwrap();
+    assert!(!wait(Some(Duration::from_millis(20))));
+}
+
+#[test]
+fn tokio_constructors_outside_a_runtime_are_errors() {
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    // No runtime at all.
+    let err = AsyncEvents::new(&ctx).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ibverbs_async::Error::State {
+                call: "AsyncEvents::new",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = ibverbs_async::tokio::CqEvents::new(&channel).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ibverbs_async::Error::State {
+                call: "CqEvents::new",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A runtime without its IO driver.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let err = AsyncEvents::new(&ctx).unwrap_err();
+    assert!(err.to_string().contains("IO driver"), "{err}");
+    drop(_guard);
+    // With one, it works.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    AsyncEvents::new(&ctx).unwrap();
+    ibverbs_async::tokio::CqEvents::new(&channel).unwrap();
 }

@@ -19,8 +19,8 @@ use common::{
     ACCESS, WAIT,
 };
 use ibverbs_async::{
-    test_hooks, tokio::AsyncEvents, Context, Element, EventType, QpCap, QpInit, QpState,
-    SendRequest, WcStatus, WorkCompletion,
+    test_hooks, tokio::AsyncEvents, Context, Element, EventType, ObjectKind, QpCap, QpInit,
+    QpState, RecvRequest, SendRequest, WcStatus, WorkCompletion,
 };
 
 /// Restores the links and routes when a test ends, also by a panic.
@@ -91,16 +91,19 @@ fn link_down_under_rc_traffic_errors_the_qp_and_a_fresh_pair_works_after_link_up
         let receiver = s.spawn(|| {
             let mut received = 0u64;
             for i in 0..WINDOW {
-                b.qp.post_recv(&b.mr, 0..MSG, i).unwrap();
+                b.qp.post_recv(&RecvRequest::new(&b.mr, 0..MSG).wr_id(i))
+                    .unwrap();
             }
             let mut wc = [WorkCompletion::default(); 16];
             while !stop.load(Ordering::SeqCst) {
-                let n = b.cq.poll(&mut wc).unwrap();
-                for c in &wc[..n] {
+                let got = b.cq.poll(&mut wc).unwrap();
+                let n = got.len();
+                for c in got.iter() {
                     if c.is_success() {
                         received += 1;
                         // Re-posting fails once b's QP is in error: fine.
-                        let _ = b.qp.post_recv(&b.mr, 0..MSG, c.wr_id());
+                        let _ =
+                            b.qp.post_recv(&RecvRequest::new(&b.mr, 0..MSG).wr_id(c.wr_id()));
                     }
                 }
                 if n == 0 {
@@ -138,7 +141,7 @@ fn link_down_under_rc_traffic_errors_the_qp_and_a_fresh_pair_works_after_link_up
                         }
                     }
                 }
-                let n = a.cq.poll(&mut wc).unwrap();
+                let n = a.cq.poll(&mut wc).unwrap().len();
                 {
                     let mut st = stream.lock().unwrap();
                     for c in &wc[..n] {
@@ -309,7 +312,8 @@ fn link_down_under_rc_traffic_errors_the_qp_and_a_fresh_pair_works_after_link_up
     let (c, d) = (end(&ctx0), end(&ctx1));
     connect(&c.qp, &ctx0, &d.qp, &ctx1);
     for i in 0..20 {
-        d.qp.post_recv(&d.mr, 0..MSG, i).unwrap();
+        d.qp.post_recv(&RecvRequest::new(&d.mr, 0..MSG).wr_id(i))
+            .unwrap();
         c.qp.post_send(&SendRequest::send(&c.mr, 0..MSG).wr_id(i))
             .unwrap();
     }
@@ -356,11 +360,7 @@ fn round(ctx: &Context) -> Round {
     let tiny = ctx.create_cq(1).unwrap();
     let big = ctx.create_cq(64).unwrap();
     let srq = pd.create_srq(16, 1).unwrap();
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        ..QpCap::default()
-    };
+    let cap = QpCap::new(16, 16);
     let a = pd
         .create_qp(&QpInit::rc(&tiny, &big).cap(cap).sq_sig_all(true))
         .unwrap();
@@ -393,7 +393,9 @@ impl Round {
         let n = (self.tiny.capacity() as usize + 4).clamp(6, 14);
         for i in 0..n + 2 {
             self.srq
-                .post_recv(&self.mr, 2048 + 64 * i..2112 + 64 * i, i as u64)
+                .post_recv(
+                    &RecvRequest::new(&self.mr, 2048 + 64 * i..2112 + 64 * i).wr_id(i as u64),
+                )
                 .unwrap();
         }
         self.srq.arm_limit(4).unwrap();
@@ -591,7 +593,7 @@ fn a_forgotten_event_leaks_its_object_instead_of_deadlocking() {
         matches!(
             err,
             ibverbs_async::Error::InUse {
-                object: "context",
+                object: ObjectKind::Context,
                 ..
             }
         ),

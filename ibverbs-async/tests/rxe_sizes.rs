@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use ibverbs_async::{AccessFlags, Error, QpCap, QpInit, SendRequest};
+use ibverbs_async::{AccessFlags, Error, QpCap, QpInit, RecvRequest, SendRequest};
 use proptest::prelude::*;
 use std::sync::OnceLock;
 
@@ -99,7 +99,7 @@ fn memory_regions_of_any_length_and_ranges_within_them() {
                     "a {len}-byte region was refused: {e}"
                 );
                 prop_assert!(
-                    matches!(e, Error::InvalidArgument(_) | Error::OutOfMemory { .. } | Error::Verbs { .. }),
+                    matches!(e, Error::InvalidArgument(_) | Error::TooLarge { .. } | Error::OutOfMemory { .. } | Error::Call { .. }),
                     "{len}: {e}"
                 );
             }
@@ -117,14 +117,14 @@ fn queues_of_any_size() {
         match env.ctx.create_cq(cqe) {
             Ok(cq) => prop_assert!(cq.capacity() >= cqe, "{} < {cqe}", cq.capacity()),
             Err(e) => prop_assert!(
-                matches!(e, Error::InvalidArgument(_) | Error::Verbs { .. }),
+                matches!(e, Error::TooLarge { .. } | Error::Call { .. }),
                 "cqe {cqe}: {e}"
             ),
         }
         match env.pd.create_srq(max_wr, max_sge) {
             Ok(_) => {}
             Err(e) => prop_assert!(
-                matches!(e, Error::InvalidArgument(_) | Error::Verbs { .. }),
+                matches!(e, Error::TooLarge { .. } | Error::Call { .. }),
                 "srq {max_wr} x {max_sge}: {e}"
             ),
         }
@@ -141,35 +141,30 @@ fn queue_pairs_of_any_capacity_and_posts_of_any_range() {
     let config = ProptestConfig::with_cases(cases());
     proptest!(config, |(send in any_u32(), recv in any_u32(), inline in any_u32(),
                         start in any_len(), end in any_len())| {
-        let cap = QpCap {
-            max_send_wr: send,
-            max_recv_wr: recv,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: inline,
-        };
+        let mut cap = QpCap::new(send, recv);
+        cap.max_inline_data = inline;
         match env.pd.create_qp(&QpInit::rc(&cq, &cq).cap(cap)) {
             Ok(qp) => {
                 let got = qp.cap();
                 prop_assert!(got.max_send_wr >= send && got.max_recv_wr >= recv, "{got:?} < {cap:?}");
                 let fits = start <= end && end <= 4096;
                 // A QP in RESET takes no work: the crate refuses it
-                // (InvalidArgument), but only after it found the range fits.
-                match qp.post_recv(&mr, start..end, 1) {
+                // (Error::State), but only after it found the range fits.
+                match qp.post_recv(&RecvRequest::new(&mr, start..end).wr_id(1)) {
                     Err(Error::OutOfBounds { .. }) => prop_assert!(!fits),
-                    Err(Error::InvalidArgument(_)) => prop_assert!(fits),
+                    Err(Error::State { .. }) => prop_assert!(fits),
                     Err(e) => prop_assert!(false, "post_recv {start}..{end}: {e}"),
                     Ok(()) => prop_assert!(false, "post_recv {start}..{end} on a QP in RESET"),
                 }
                 match qp.post_send(&SendRequest::send(&mr, start..end)) {
                     Err(Error::OutOfBounds { .. }) => prop_assert!(!fits),
-                    Err(Error::InvalidArgument(_)) => prop_assert!(fits),
+                    Err(Error::State { .. }) => prop_assert!(fits),
                     Err(e) => prop_assert!(false, "post_send {start}..{end}: {e}"),
                     Ok(()) => prop_assert!(false, "post_send {start}..{end} on a QP in RESET"),
                 }
             }
             Err(e) => prop_assert!(
-                matches!(e, Error::InvalidArgument(_) | Error::Verbs { .. }),
+                matches!(e, Error::TooLarge { .. } | Error::Call { .. }),
                 "{cap:?}: {e}"
             ),
         }

@@ -146,6 +146,9 @@ pub fn use_pregenerated(files: &[&str]) -> String {
 /// Finds `lib` with pkg-config (emitting its link lines) and its headers,
 /// and checks that bindgen can load libclang. Fails the build with an
 /// install hint when something is missing.
+///
+/// # Panics
+/// That is how the build fails: with the install hint as the message.
 #[must_use]
 pub fn probe(lib: &Library) -> Found {
     check_libclang(lib);

@@ -17,9 +17,20 @@ rm -f "$cache/last-summary"
 say() { printf 'rxe: %s\n' "$*"; }
 
 executables() {
-    # cargo prints "Executable <name> (<path>)" for every test binary built.
+    # cargo prints "Executable <name> (<path>)" for every test binary built:
+    # relative to the workspace, or absolute with a CARGO_TARGET_DIR
+    # elsewhere.
     sed -n 's/^ *Executable .*(\(.*\))$/\1/p'
 }
+
+# An absolute path for a path cargo printed or built.
+absolute() {
+    case $1 in
+    /*) printf '%s\n' "$1" ;;
+    *) printf '%s\n' "$root/$1" ;;
+    esac
+}
+target_dir=${CARGO_TARGET_DIR:-target}
 
 start=$SECONDS
 say "building the test binaries"
@@ -27,9 +38,9 @@ ibv=$(cargo test -p ibverbs-async --features __rxe-tests,tokio --no-run 2>&1 | t
 sys=$(cargo test -p libibverbs-sys --test verbs_calls --no-run 2>&1 | tee -a /dev/stderr | executables)
 fab=$(cargo test -p libfabric-safe --all-features --tests --no-run 2>&1 | tee -a /dev/stderr | executables | grep -v -e '/compile_fail-' -e '/adversarial-' || true)
 cargo build --example asyncwatch
-asyncwatch=target/debug/examples/asyncwatch
+asyncwatch=$target_dir/debug/examples/asyncwatch
 cargo build --example rc_pingpong
-rc_pingpong=target/debug/examples/rc_pingpong
+rc_pingpong=$target_dir/debug/examples/rc_pingpong
 if [[ -z $ibv || -z $sys || -z $fab ]]; then
     say "error: some test binaries were not built (ibverbs-async: ${ibv:-none}; libibverbs-sys: ${sys:-none}; libfabric: ${fab:-none})"
     echo "0 passed, 1 failed" | tee "$cache/last-summary"
@@ -37,10 +48,10 @@ if [[ -z $ibv || -z $sys || -z $fab ]]; then
 fi
 manifest=$cache/manifest
 {
-    for b in $ibv $sys; do printf 'verbs\t%s\n' "$root/$b"; done
-    for b in $fab; do printf 'libfabric\t%s\n' "$root/$b"; done
-    printf 'asyncwatch\t%s\n' "$root/$asyncwatch"
-    printf 'rc_pingpong\t%s\n' "$root/$rc_pingpong"
+    for b in $ibv $sys; do printf 'verbs\t%s\n' "$(absolute "$b")"; done
+    for b in $fab; do printf 'libfabric\t%s\n' "$(absolute "$b")"; done
+    printf 'asyncwatch\t%s\n' "$(absolute "$asyncwatch")"
+    printf 'rc_pingpong\t%s\n' "$(absolute "$rc_pingpong")"
 } >"$manifest"
 say "built in $((SECONDS - start)) s: $(wc -l <"$manifest") test binaries"
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ibverbs_async::{
-    AccessFlags, AsyncEvent, ConnectOptions, Context, Cq, Mr, Pd, PortState, Qp, QpCap, QpInit,
-    WorkCompletion,
+    AccessFlags, AsyncEvent, ConnectOptions, Context, Cq, Error, Mr, ObjectKind, Pd, PortState, Qp,
+    QpCap, QpInit, WorkCompletion,
 };
 
 /// Upper bound of every wait: rxe under TCG needs about a millisecond per
@@ -203,15 +203,24 @@ pub fn wait_port_ready(ctx: &Context) {
     }
 }
 
+/// Asserts that `err` is [`Error::InUse`] for an object of `kind`.
+#[track_caller]
+pub fn assert_in_use(err: &Error, kind: ObjectKind) {
+    assert!(
+        matches!(err, Error::InUse { object, .. } if *object == kind),
+        "expected the {kind} to be in use: {err}"
+    );
+}
+
 /// Polls `cq` until it gave `n` completions. Panics after [`WAIT`].
 pub fn poll_n(cq: &Cq, n: usize) -> Vec<WorkCompletion> {
     let deadline = Instant::now() + WAIT;
     let mut out = Vec::new();
     let mut wc = [WorkCompletion::default(); 16];
     while out.len() < n {
-        let k = cq.poll(&mut wc).unwrap();
-        out.extend_from_slice(&wc[..k]);
-        if k == 0 {
+        let got = cq.poll(&mut wc).unwrap();
+        out.extend_from_slice(got);
+        if got.is_empty() {
             assert!(
                 Instant::now() < deadline,
                 "only {} of {n} completions within {WAIT:?}: {out:?}",
@@ -241,11 +250,7 @@ pub fn end(ctx: &Context) -> End {
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(64).unwrap();
     let qp = pd
-        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap {
-            max_send_wr: 32,
-            max_recv_wr: 32,
-            ..QpCap::default()
-        }))
+        .create_qp(&QpInit::rc(&cq, &cq).cap(QpCap::new(32, 32)))
         .unwrap();
     let mr = pd.reg_mr(4096, ACCESS).unwrap();
     End {
