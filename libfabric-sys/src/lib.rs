@@ -44,7 +44,7 @@
 
 /// libfabric: `rdma/fabric.h` and the headers it is used with.
 pub mod fabric {
-    #![allow(clippy::undocumented_unsafe_blocks)]
+    #![allow(clippy::undocumented_unsafe_blocks, clippy::pedantic)]
     include!(concat!(env!("OUT_DIR"), "/fabric.rs"));
     include!(concat!(env!("OUT_DIR"), "/fabric_errno.rs"));
 

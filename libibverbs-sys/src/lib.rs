@@ -26,7 +26,7 @@
 #![no_std]
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 #![allow(clippy::all, rustdoc::all, missing_docs, unsafe_op_in_unsafe_fn)]
-#![allow(clippy::undocumented_unsafe_blocks)]
+#![allow(clippy::undocumented_unsafe_blocks, clippy::pedantic)]
 
 include!(concat!(env!("OUT_DIR"), "/verbs.rs"));
 
