@@ -39,6 +39,7 @@ use crate::error::{Error, Result};
 use crate::fabric::Fabric;
 use crate::info::{getinfo, EpType, Hints, InfoEntry};
 use crate::pep::PassiveEndpoint;
+use crate::wait::Deadline;
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -132,6 +133,71 @@ impl<F: Format> Queues<F> {
 fn not_connected(call: &'static str, errno: crate::Errno) -> Error {
     Error::Call { call, errno }
 }
+
+/// The accessors of the types that hold an endpoint with its queues,
+/// domain and fabric ([`Pending`], [`Connection`], [`Rdm`]).
+macro_rules! endpoint_accessors {
+    ($ty:ident) => {
+        impl<F: Format> $ty<F> {
+            /// The endpoint.
+            #[must_use]
+            pub fn endpoint(&self) -> &Endpoint {
+                &self.ep
+            }
+
+            /// The completion queue of transmits (and of receives, unless
+            /// the configuration gave them their own).
+            #[must_use]
+            pub fn cq(&self) -> &CompletionQueue<F> {
+                &self.queues.tx
+            }
+
+            /// The completion queue of receives.
+            #[must_use]
+            pub fn rx_cq(&self) -> &CompletionQueue<F> {
+                self.queues.rx()
+            }
+
+            /// The domain, to register buffers with.
+            #[must_use]
+            pub fn domain(&self) -> &Domain {
+                &self.domain
+            }
+
+            /// The fabric.
+            #[must_use]
+            pub fn fabric(&self) -> &Fabric {
+                &self.fabric
+            }
+
+            /// A pool of `count` buffers of `slot_size` bytes registered
+            /// with the domain.
+            ///
+            /// # Errors
+            /// As [`BufferPool::new`].
+            pub fn buffer_pool(&self, count: usize, slot_size: usize) -> Result<BufferPool> {
+                BufferPool::new(&self.domain, count, slot_size)
+            }
+
+            /// The next completion of [`cq`](Self::cq), its buffer back
+            /// from `pool` ([`CompletionQueue::wait_one`]).
+            ///
+            /// # Errors
+            /// As [`CompletionQueue::wait_one`].
+            pub fn wait_one(
+                &self,
+                pool: &BufferPool,
+                timeout: Option<Duration>,
+            ) -> Result<Completion> {
+                self.queues.tx.wait_one(pool, timeout)
+            }
+        }
+    };
+}
+
+endpoint_accessors!(Pending);
+endpoint_accessors!(Connection);
+endpoint_accessors!(Rdm);
 
 /// A listening passive endpoint (`fi_passive_ep`, `fi_listen`) with its
 /// event queue, accepting connections as [`Connection`]s.
@@ -394,41 +460,10 @@ impl<F: Format> Pending<F> {
         })
     }
 
-    /// The endpoint, enabled and not yet connected.
-    #[must_use]
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.ep
-    }
-
-    /// The completion queue of transmits (and of receives, unless the
-    /// configuration gave them their own).
-    #[must_use]
-    pub fn cq(&self) -> &CompletionQueue<F> {
-        &self.queues.tx
-    }
-
-    /// The completion queue of receives.
-    #[must_use]
-    pub fn rx_cq(&self) -> &CompletionQueue<F> {
-        self.queues.rx()
-    }
-
-    /// The domain, to register buffers with.
-    #[must_use]
-    pub fn domain(&self) -> &Domain {
-        &self.domain
-    }
-
     /// The event queue of the endpoint's connection events.
     #[must_use]
     pub fn eq(&self) -> &EventQueue {
         &self.eq
-    }
-
-    /// The fabric.
-    #[must_use]
-    pub fn fabric(&self) -> &Fabric {
-        &self.fabric
     }
 
     /// `fi_connect` or `fi_accept` with `data`, then waits (up to the
@@ -501,29 +536,6 @@ impl<F: Format> fmt::Debug for Pending<F> {
     }
 }
 
-/// A deadline for a wait in slices.
-struct Deadline(Option<std::time::Instant>);
-
-impl Deadline {
-    fn after(timeout: Option<Duration>) -> Self {
-        Deadline(timeout.and_then(|t| std::time::Instant::now().checked_add(t)))
-    }
-
-    /// The time left, for the next blocking read (`None`: for ever).
-    fn left(&self) -> Option<Duration> {
-        self.0
-            .map(|d| d.saturating_duration_since(std::time::Instant::now()))
-    }
-
-    /// [`Error::TimedOut`] once passed.
-    fn check(&self, call: &'static str) -> Result<()> {
-        match self.0 {
-            Some(d) if std::time::Instant::now() >= d => Err(Error::TimedOut { call }),
-            _ => Ok(()),
-        }
-    }
-}
-
 impl Connection {
     /// Connects to the peer `hints` names (its `node` and `service`, for
     /// example with [`Hints::addr`]) with connection data `data`, over the
@@ -565,15 +577,6 @@ impl<F: Format> Connection<F> {
         )
     }
 
-    /// A pool of `count` buffers of `slot_size` bytes registered with the
-    /// connection's domain.
-    ///
-    /// # Errors
-    /// As [`BufferPool::new`].
-    pub fn buffer_pool(&self, count: usize, slot_size: usize) -> Result<BufferPool> {
-        BufferPool::new(&self.domain, count, slot_size)
-    }
-
     /// Posts a receive into `buffer` ([`Endpoint::recv`]).
     ///
     /// # Errors
@@ -590,15 +593,6 @@ impl<F: Format> Connection<F> {
         self.ep.send(buffer, len)
     }
 
-    /// The next completion of [`cq`](Self::cq), its buffer back from
-    /// `pool` ([`CompletionQueue::wait_one`]).
-    ///
-    /// # Errors
-    /// As [`CompletionQueue::wait_one`].
-    pub fn wait_one(&self, pool: &BufferPool, timeout: Option<Duration>) -> Result<Completion> {
-        self.queues.tx.wait_one(pool, timeout)
-    }
-
     /// The connection data the peer sent with its `FI_CONNECTED` (the
     /// accepting side's, on the connecting side).
     #[must_use]
@@ -606,41 +600,10 @@ impl<F: Format> Connection<F> {
         &self.peer_data
     }
 
-    /// The endpoint.
-    #[must_use]
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.ep
-    }
-
-    /// The completion queue of transmits (and of receives, unless the
-    /// configuration gave them their own).
-    #[must_use]
-    pub fn cq(&self) -> &CompletionQueue<F> {
-        &self.queues.tx
-    }
-
-    /// The completion queue of receives.
-    #[must_use]
-    pub fn rx_cq(&self) -> &CompletionQueue<F> {
-        self.queues.rx()
-    }
-
     /// The event queue of its connection events (`FI_SHUTDOWN`).
     #[must_use]
     pub fn eq(&self) -> &EventQueue {
         &self.eq
-    }
-
-    /// The domain.
-    #[must_use]
-    pub fn domain(&self) -> &Domain {
-        &self.domain
-    }
-
-    /// The fabric.
-    #[must_use]
-    pub fn fabric(&self) -> &Fabric {
-        &self.fabric
     }
 
     /// The pieces, to use or close one by one.
@@ -761,59 +724,10 @@ impl<F: Format> Rdm<F> {
         self.av.insert(addr)
     }
 
-    /// A pool of `count` buffers of `slot_size` bytes registered with the
-    /// endpoint's domain.
-    ///
-    /// # Errors
-    /// As [`BufferPool::new`].
-    pub fn buffer_pool(&self, count: usize, slot_size: usize) -> Result<BufferPool> {
-        BufferPool::new(&self.domain, count, slot_size)
-    }
-
-    /// The next completion, its buffer back from `pool`
-    /// ([`CompletionQueue::wait_one`]).
-    ///
-    /// # Errors
-    /// As [`CompletionQueue::wait_one`].
-    pub fn wait_one(&self, pool: &BufferPool, timeout: Option<Duration>) -> Result<Completion> {
-        self.queues.tx.wait_one(pool, timeout)
-    }
-
-    /// The endpoint.
-    #[must_use]
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.ep
-    }
-
-    /// The completion queue of transmits (and of receives, unless the
-    /// configuration gave them their own).
-    #[must_use]
-    pub fn cq(&self) -> &CompletionQueue<F> {
-        &self.queues.tx
-    }
-
-    /// The completion queue of receives.
-    #[must_use]
-    pub fn rx_cq(&self) -> &CompletionQueue<F> {
-        self.queues.rx()
-    }
-
     /// The address vector.
     #[must_use]
     pub fn av(&self) -> &AddressVector {
         &self.av
-    }
-
-    /// The domain.
-    #[must_use]
-    pub fn domain(&self) -> &Domain {
-        &self.domain
-    }
-
-    /// The fabric.
-    #[must_use]
-    pub fn fabric(&self) -> &Fabric {
-        &self.fabric
     }
 }
 

@@ -24,8 +24,8 @@ use crate::error::{check, check_queue_size, classify, Errno, Error, Handback, Ob
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
-    query_wait_obj, refuse_poisoned, resolved_wait_obj, sealed, timeout_ms, trywait_raw, TryWait,
-    WaitObj, WaitSet, WaitSetInner, Waitable,
+    open_with_default_wait, query_wait_obj, refuse_poisoned, resolved_wait_obj, sealed, timeout_ms,
+    trywait_raw, Deadline, TryWait, WaitObj, WaitSet, WaitSetInner, Waitable,
 };
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
@@ -814,19 +814,6 @@ impl<F: Format> Clone for CompletionQueue<F> {
 }
 
 impl<F: Format> CompletionQueue<F> {
-    /// `open` with the default wait object: `FI_WAIT_FD` where the
-    /// provider has it, else `FI_WAIT_UNSPEC`, else `FI_WAIT_NONE`.
-    #[cold]
-    fn open_default_wait(domain: &Domain, attr: &CqAttr) -> Result<Self> {
-        for wait in [WaitObj::Fd, WaitObj::Unspec] {
-            match Self::open(domain, &attr.clone().wait(wait)) {
-                Err(Error::UnsupportedWait { .. }) => continue,
-                other => return other,
-            }
-        }
-        Self::open(domain, &attr.clone().wait(WaitObj::None))
-    }
-
     /// `fi_cq_open` with format `F`.
     ///
     /// # Errors
@@ -843,7 +830,7 @@ impl<F: Format> CompletionQueue<F> {
         // unknown or FI_WAIT_YIELD: every check below and the C call see the
         // same named wait object.
         let Some(wait_obj) = attr.wait_obj else {
-            return Self::open_default_wait(domain, attr);
+            return open_with_default_wait(|wait| Self::open(domain, &attr.clone().wait(wait)));
         };
         let wait_obj = wait_obj.checked("completion queue")?;
         if let Some(set) = &attr.wait_set {
@@ -984,28 +971,24 @@ impl<F: Format> CompletionQueue<F> {
     /// [`Error::Completion`], [`Error::TimedOut`], and the errors of
     /// [`read`](Self::read) and [`sread`](Self::sread).
     pub fn wait_one(&self, pool: &BufferPool, timeout: Option<Duration>) -> Result<Completion> {
-        let deadline = timeout.map(|t| Instant::now().checked_add(t));
+        let deadline = Deadline::after(timeout);
         let mut entry = [F::Entry::default()];
+        let blocks = self.inner.wait_obj.can_sread();
         loop {
-            let read = if self.inner.wait_obj.can_sread() {
-                self.sread(&mut entry, timeout)?
+            let read = if blocks {
+                self.sread(&mut entry, deadline.left())?
             } else {
                 self.read(&mut entry)?
             };
             match read {
                 CqRead::Completions(c) => return Ok(Completion::take(&c[0], pool)),
                 CqRead::Error(e) => return Err(Error::completion(&e)),
-                CqRead::TimedOut => {
-                    return Err(Error::TimedOut {
-                        call: "fi_cq_sread",
-                    })
-                }
-                CqRead::Empty | CqRead::Signaled => {}
+                CqRead::Empty | CqRead::TimedOut | CqRead::Signaled => {}
             }
-            if deadline.is_some_and(|d| d.is_some_and(|d| Instant::now() >= d)) {
-                return Err(Error::TimedOut { call: "fi_cq_read" });
+            deadline.check(if blocks { "fi_cq_sread" } else { "fi_cq_read" })?;
+            if !blocks {
+                std::thread::yield_now();
             }
-            std::thread::yield_now();
         }
     }
 

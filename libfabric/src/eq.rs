@@ -25,7 +25,8 @@ use crate::fid::{close_last, OwnedFid};
 use crate::info::Info;
 use crate::pep::PepCore;
 use crate::wait::{
-    query_wait_obj, resolved_wait_obj, sealed, timeout_ms, WaitObj, WaitSet, WaitSetInner, Waitable,
+    open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms, WaitObj,
+    WaitSet, WaitSetInner, Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -631,19 +632,6 @@ pub enum EventSource {
 }
 
 impl EventQueue {
-    /// `open` with the default wait object: `FI_WAIT_FD` where the
-    /// provider has it, else `FI_WAIT_UNSPEC`, else `FI_WAIT_NONE`.
-    #[cold]
-    fn open_default_wait(fabric: &Fabric, attr: &EqAttr) -> Result<Self> {
-        for wait in [WaitObj::Fd, WaitObj::Unspec] {
-            match Self::open(fabric, &attr.clone().wait(wait)) {
-                Err(Error::UnsupportedWait { .. }) => continue,
-                other => return other,
-            }
-        }
-        Self::open(fabric, &attr.clone().wait(WaitObj::None))
-    }
-
     /// `fi_eq_open`.
     ///
     /// # Errors
@@ -661,7 +649,7 @@ impl EventQueue {
         // unknown or FI_WAIT_YIELD: every check below and the C call see the
         // same named wait object.
         let Some(wait_obj) = attr.wait_obj else {
-            return Self::open_default_wait(fabric, attr);
+            return open_with_default_wait(|wait| Self::open(fabric, &attr.clone().wait(wait)));
         };
         let wait_obj = wait_obj.checked("event queue")?;
         if let Some(set) = &attr.wait_set {

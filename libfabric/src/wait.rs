@@ -279,6 +279,43 @@ pub(crate) mod sealed {
     pub struct Token(pub(crate) ());
 }
 
+/// A deadline for a wait in slices.
+pub(crate) struct Deadline(Option<std::time::Instant>);
+
+impl Deadline {
+    pub(crate) fn after(timeout: Option<Duration>) -> Self {
+        Deadline(timeout.and_then(|t| std::time::Instant::now().checked_add(t)))
+    }
+
+    /// The time left, for the next blocking read (`None`: for ever).
+    pub(crate) fn left(&self) -> Option<Duration> {
+        self.0
+            .map(|d| d.saturating_duration_since(std::time::Instant::now()))
+    }
+
+    /// [`Error::TimedOut`] once passed.
+    pub(crate) fn check(&self, call: &'static str) -> Result<()> {
+        match self.0 {
+            Some(d) if std::time::Instant::now() >= d => Err(Error::TimedOut { call }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Opens a queue with the default wait object: `FI_WAIT_FD` where the
+/// provider has it, else `FI_WAIT_UNSPEC`, else `FI_WAIT_NONE` (the table
+/// at [`WaitObj`]). `open` opens with the wait object given.
+#[cold]
+pub(crate) fn open_with_default_wait<Q>(open: impl Fn(WaitObj) -> Result<Q>) -> Result<Q> {
+    for wait in [WaitObj::Fd, WaitObj::Unspec] {
+        match open(wait) {
+            Err(Error::UnsupportedWait { .. }) => continue,
+            other => return other,
+        }
+    }
+    open(WaitObj::None)
+}
+
 /// The wait object a provider wrote back into the attributes of a queue
 /// it opened (the queue is closed by the caller on error): a provider may
 /// resolve `FI_WAIT_UNSPEC` in place, and shm resolves it to
