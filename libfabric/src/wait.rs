@@ -28,6 +28,7 @@ use std::time::Duration;
 /// | udp;ofi_rxd | `Fd` | `Fd`; `sread` blocks, but rxd gives no wait fd (`FI_GETWAIT`: `-FI_ENOSYS`), so no [`Waiter`] or tokio |
 /// | shm | `Fd` | `None`: shm refuses `FI_WAIT_FD` and resolves `FI_WAIT_UNSPEC` to `FI_WAIT_YIELD` (`prov/shm/src/smr_cq.c` 149-151 in 1.17), whose waits ignore their timeout, so the crate refuses it: poll with `read` |
 /// | verbs | `Fd` | `Fd` (its completion channel) |
+/// | rxm over sockets (`sockets;ofi_rxm`) | `Fd` | `Fd`, but `fi_enable` of an endpoint bound to it fails with `-FI_EINVAL` (rxm adds the sockets queue's fd to its own wait set, `rxm_ep_msg_cq_open`, `prov/rxm/src/rxm_ep.c` 1140-1160 in 1.17): ask for `WaitObj::None` |
 ///
 /// Ask for [`WaitObj::None`] explicitly for queues that are only polled:
 /// a provider may then skip signalling a wait object on each entry.

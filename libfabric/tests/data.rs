@@ -12,6 +12,7 @@ use libfabric::cq::{
 };
 use libfabric::ep::CqBind;
 use libfabric::info::{Caps, EpType};
+use libfabric::wait::WaitObj;
 use libfabric::{
     AddressVector, BufferPool, CompletionQueue, Domain, Endpoint, Errno, Error, Fabric,
 };
@@ -219,7 +220,10 @@ struct RdmEp {
 
 fn rdm_ep(domain: &Domain) -> RdmEp {
     let av = AddressVector::open(domain, AvType::Table, 8).unwrap();
-    let cq = CompletionQueue::<Tagged>::open(domain, &CqAttr::new().size(64)).unwrap();
+    // Polled only: rxm over sockets cannot enable an endpoint whose queue
+    // has a wait object (see WaitObj's table).
+    let cq = CompletionQueue::<Tagged>::open(domain, &CqAttr::new().size(64).wait(WaitObj::None))
+        .unwrap();
     let ep = Endpoint::open(domain, domain.info()).unwrap();
     ep.bind_av(&av).unwrap();
     ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
