@@ -128,6 +128,22 @@ impl<F: Format> Queues<F> {
     }
 }
 
+/// Refuses an `fi_info` of another endpoint type than the one the call
+/// builds (a listener of RDM endpoints, an "RDM" endpoint that is not
+/// reliable).
+fn check_ep_type(info: &InfoEntry, ty: EpType, call: &'static str) -> Result<()> {
+    if info.ep_type() != ty {
+        return Err(Error::InvalidArgument(
+            format!(
+                "{call}: needs an fi_info of endpoint type {ty:?}, not {:?}",
+                info.ep_type()
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// An error entry or event that ends a wait for a connection, as the error
 /// of `call`.
 fn not_connected(call: &'static str, errno: crate::Errno) -> Error {
@@ -178,7 +194,19 @@ macro_rules! endpoint_accessors {
             pub fn buffer_pool(&self, count: usize, slot_size: usize) -> Result<BufferPool> {
                 BufferPool::new(&self.domain, count, slot_size)
             }
+        }
+    };
+}
 
+endpoint_accessors!(Pending);
+endpoint_accessors!(Connection);
+endpoint_accessors!(Rdm);
+
+/// `wait_one` on the transmit queue, for the types without a connection
+/// whose end to watch.
+macro_rules! wait_one_on_cq {
+    ($ty:ident) => {
+        impl<F: Format> $ty<F> {
             /// The next completion of [`cq`](Self::cq), its buffer back
             /// from `pool` ([`CompletionQueue::wait_one`]).
             ///
@@ -195,9 +223,12 @@ macro_rules! endpoint_accessors {
     };
 }
 
-endpoint_accessors!(Pending);
-endpoint_accessors!(Connection);
-endpoint_accessors!(Rdm);
+wait_one_on_cq!(Pending);
+wait_one_on_cq!(Rdm);
+
+/// How often [`Connection::wait_one`] looks at the connection's event queue
+/// while it waits for a completion.
+const PEER_CHECK: Duration = Duration::from_millis(100);
 
 /// A listening passive endpoint (`fi_passive_ep`, `fi_listen`) with its
 /// event queue, accepting connections as [`Connection`]s.
@@ -226,6 +257,7 @@ impl Listener {
     /// The errors of `fi_eq_open`, `fi_passive_ep`, `fi_pep_bind` and
     /// `fi_listen`.
     pub fn on(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
+        check_ep_type(info, EpType::Msg, "Listener::on")?;
         let eq = EventQueue::open(fabric, &EqAttr::new())?;
         let pep = PassiveEndpoint::open(fabric, info)?;
         pep.bind_eq(&eq)?;
@@ -389,6 +421,8 @@ pub struct Connection<F: Format = Msg> {
     domain: Domain,
     fabric: Fabric,
     peer_data: Vec<u8>,
+    /// Set once `FI_SHUTDOWN` (or an error entry) was read from `eq`.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 /// What a [`Connection`] is made of, from [`Connection::into_parts`].
@@ -523,6 +557,7 @@ impl<F: Format> Pending<F> {
             domain: self.domain,
             fabric: self.fabric,
             peer_data,
+            ended: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -562,6 +597,7 @@ impl<F: Format> Connection<F> {
     /// # Errors
     /// The errors of those calls.
     pub fn prepare(fabric: &Fabric, info: &InfoEntry, config: &ConnConfig) -> Result<Pending<F>> {
+        check_ep_type(info, EpType::Msg, "Connection::prepare")?;
         let domain = Domain::open(fabric, info)?;
         let queues = Queues::<F>::open(&domain, config)?;
         let eq = EventQueue::open(fabric, &EqAttr::new())?;
@@ -591,6 +627,72 @@ impl<F: Format> Connection<F> {
     /// As [`Endpoint::send`]: the buffer comes back with the error.
     pub fn send(&self, buffer: Buffer, len: usize) -> crate::error::Handback<Buffer> {
         self.ep.send(buffer, len)
+    }
+
+    /// The next completion of [`cq`](Self::cq), its buffer back from
+    /// `pool` ([`CompletionQueue::wait_one`]), waiting up to `timeout`
+    /// (`None`: for ever). The connection's event queue is looked at
+    /// meanwhile (every 100 ms): once the connection ended (`FI_SHUTDOWN`,
+    /// which some providers report without failing the operations posted),
+    /// a wait that finds no completion is [`Error::Call`] with
+    /// [`Errno::NOTCONN`](crate::Errno::NOTCONN) instead of a wait for
+    /// ever. Receives on a separate queue ([`ConnConfig::rx_cq`]) are waited
+    /// for with [`rx_cq`](Self::rx_cq)`().wait_one(..)`.
+    ///
+    /// # Errors
+    /// As [`CompletionQueue::wait_one`]; [`Errno::NOTCONN`](crate::Errno::NOTCONN)
+    /// when the connection ended, or the errno of an error entry of its
+    /// event queue.
+    pub fn wait_one(&self, pool: &BufferPool, timeout: Option<Duration>) -> Result<Completion> {
+        let deadline = Deadline::after(timeout);
+        loop {
+            let slice = if self.ended.load(std::sync::atomic::Ordering::Acquire) {
+                Duration::ZERO
+            } else {
+                deadline
+                    .left()
+                    .map_or(PEER_CHECK, |left| left.min(PEER_CHECK))
+            };
+            match self.queues.tx.wait_one(pool, Some(slice)) {
+                Err(Error::TimedOut { .. }) => {}
+                other => return other,
+            }
+            self.check_ended()?;
+            deadline.check("fi_cq_sread")?;
+        }
+    }
+
+    /// Whether the connection's event queue said it ended.
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records that the connection's event queue said it ended.
+    pub(crate) fn mark_ended(&self) {
+        self.ended.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// [`Errno::NOTCONN`](crate::Errno::NOTCONN) once the connection's
+    /// event queue said it ended (read now, or before), or the errno of an
+    /// error entry there.
+    pub(crate) fn check_ended(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if !self.ended.load(Ordering::Acquire) {
+            let mut buf = EventBuf::new();
+            loop {
+                match self.eq.read(&mut buf)? {
+                    EqRead::Event(Event::Shutdown(_)) => break,
+                    EqRead::Error(e) => {
+                        self.ended.store(true, Ordering::Release);
+                        return Err(not_connected("fi_cq_sread", e.err));
+                    }
+                    EqRead::Empty | EqRead::TimedOut | EqRead::ErrorPending => return Ok(()),
+                    EqRead::Event(_) => {}
+                }
+            }
+            self.ended.store(true, Ordering::Release);
+        }
+        Err(not_connected("fi_cq_sread", crate::Errno::NOTCONN))
     }
 
     /// The connection data the peer sent with its `FI_CONNECTED` (the
@@ -692,6 +794,7 @@ impl<F: Format> Rdm<F> {
         peers: usize,
         config: &ConnConfig,
     ) -> Result<Self> {
+        check_ep_type(info, EpType::Rdm, "Rdm::open_on")?;
         let domain = Domain::open(fabric, info)?;
         let queues = Queues::<F>::open(&domain, config)?;
         let av = AddressVector::open(&domain, AvType::Table, peers)?;

@@ -1315,11 +1315,22 @@ impl<F: Format> CompletionQueue<F> {
     /// [`CqRead::Signaled`].
     ///
     /// # Errors
-    /// [`Error::Call`] when `fi_cq_signal` fails.
+    /// [`Error::WrongWaitMode`] on a queue without a wait object (the util
+    /// providers signal the wait object they assume: `ofi_cq_signal`,
+    /// `prov/util/src/util_cq.c` 384-392 in 1.17, follows a NULL `wait` on
+    /// rxm, rxd and shm); [`Error::Call`] when `fi_cq_signal` fails.
     #[doc(alias = "fi_cq_signal")]
     pub fn signal(&self) -> Result<()> {
+        if matches!(self.inner.wait_obj, WaitObj::None | WaitObj::Other(_)) {
+            return Err(Error::WrongWaitMode {
+                call: "fi_cq_signal",
+                needed: "a wait object",
+                actual: self.inner.wait_obj,
+            });
+        }
         self.inner.signals.fetch_add(1, Ordering::AcqRel);
-        // SAFETY: fi_cq_signal(3) on an open CQ.
+        // SAFETY: fi_cq_signal(3) on an open CQ with a wait object (checked
+        // above: the util providers dereference it).
         check("fi_cq_signal", unsafe {
             sys::fi_cq_signal(self.inner.fid.as_ptr())
         })

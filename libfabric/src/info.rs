@@ -308,7 +308,15 @@ impl Hints {
     /// address.
     #[must_use]
     pub fn addr(self, addr: std::net::SocketAddr) -> Self {
-        self.node(addr.ip().to_string()).service(addr.port())
+        let node = match addr {
+            // The scope of a link-local address is part of its node name
+            // for getaddrinfo(3).
+            std::net::SocketAddr::V6(a) if a.scope_id() != 0 => {
+                format!("{}%{}", a.ip(), a.scope_id())
+            }
+            _ => addr.ip().to_string(),
+        };
+        self.node(node).service(addr.port())
     }
 
     /// `FI_SOURCE`: node and service name the local address to bind to

@@ -62,11 +62,26 @@ fn register(queue: &dyn Waitable) -> Result<AsyncFd<OwnedFd>> {
     }
     // SAFETY: `dup` is a new open fd that nothing else owns or closes.
     let dup = unsafe { OwnedFd::from_raw_fd(dup) };
-    // SAFETY: `dup` is an open fd owned by the AsyncFd from here on: it
-    // stays open, names the same open file, and `as_raw_fd` returns it,
-    // until the AsyncFd is dropped (AsyncFd::register_with_interest).
-    unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }
-        .map_err(|e| Error::system("tokio AsyncFd::register", e.into_parts().1))
+    let registered = without_driver_panic(|| {
+        // SAFETY: `dup` is an open fd owned by the AsyncFd from here on: it
+        // stays open, names the same open file, and `as_raw_fd` returns
+        // it, until the AsyncFd is dropped (AsyncFd::register_with_interest).
+        unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }
+    })
+    .ok_or(Error::State {
+        call: "tokio AsyncFd::register",
+        reason: "the tokio runtime has no I/O driver (build it with enable_io or enable_all)",
+    })?;
+    registered.map_err(|e| Error::system("tokio AsyncFd::register", e.into_parts().1))
+}
+
+/// Runs `f`, which makes a tokio resource of the current runtime: tokio
+/// panics when the runtime lacks the driver the resource needs (I/O or
+/// time), and has no call that asks first. `None` for that panic (the
+/// default panic hook still prints its message); the values `f` owned are
+/// dropped by the unwinding.
+fn without_driver_panic<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
 /// Blocks (asynchronously) until `queue` may have entries: `fi_trywait`,
@@ -128,12 +143,10 @@ impl AsyncEventQueue {
     /// Registers the queue's wait fd with the current tokio reactor.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] outside a tokio runtime; the queue's
-    /// wait-fd errors; the registration's.
+    /// [`Error::InvalidArgument`] outside a tokio runtime,
+    /// [`Error::State`] in one without its I/O driver; the queue's wait-fd
+    /// errors; the registration's.
     ///
-    /// # Panics
-    /// Inside a tokio runtime built without its I/O driver
-    /// (`Builder::enable_io`), as tokio's own I/O types do.
     pub fn new(eq: EventQueue) -> Result<Self> {
         let fd = register(&eq)?;
         let fabric = SendPtr(eq.inner.fabric.fid.as_ptr());
@@ -198,12 +211,10 @@ impl<F: Format> AsyncCompletionQueue<F> {
     /// Registers the queue's wait fd with the current tokio reactor.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] outside a tokio runtime; the queue's
-    /// wait-fd errors; the registration's.
+    /// [`Error::InvalidArgument`] outside a tokio runtime,
+    /// [`Error::State`] in one without its I/O driver; the queue's wait-fd
+    /// errors; the registration's.
     ///
-    /// # Panics
-    /// Inside a tokio runtime built without its I/O driver
-    /// (`Builder::enable_io`), as tokio's own I/O types do.
     pub fn new(cq: CompletionQueue<F>) -> Result<Self> {
         let fd = register(&cq)?;
         let fabric = SendPtr(cq.inner.domain.fabric.fid.as_ptr());
@@ -409,7 +420,11 @@ impl<F: Format> AsyncConnection<F> {
         };
         let peer_data = match pending.timeout {
             None => wait.await?,
-            Some(t) => ::tokio::time::timeout(t, wait)
+            Some(t) => without_driver_panic(|| ::tokio::time::timeout(t, wait))
+                .ok_or(Error::State {
+                    call: "AsyncConnection::establish",
+                    reason: "a timeout needs the tokio runtime's time driver (build it with enable_time or enable_all)",
+                })?
                 .await
                 .map_err(|_| Error::TimedOut {
                     call: "FI_CONNECTED",
@@ -434,12 +449,60 @@ impl<F: Format> AsyncConnection<F> {
     }
 
     /// The next completion of [`cq`](Self::cq), its buffer back from
-    /// `pool` ([`AsyncCompletionQueue::next`]).
+    /// `pool` ([`AsyncCompletionQueue::next`]), while the connection's event
+    /// queue is awaited too: once the connection ended (`FI_SHUTDOWN`, which
+    /// some providers report without failing the operations posted), a
+    /// wait that finds no completion is [`Error::Call`] with
+    /// [`Errno::NOTCONN`] rather than a wait for ever (as
+    /// [`Connection::wait_one`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`AsyncCompletionQueue::read`] and
+    /// [`AsyncEventQueue::read`].
     ///
     /// # Errors
-    /// As [`AsyncCompletionQueue::next`].
+    /// As [`AsyncCompletionQueue::next`]; [`Errno::NOTCONN`] when the
+    /// connection ended, or the errno of an error entry of its event queue.
     pub async fn next(&self, pool: &BufferPool) -> Result<Completion> {
-        self.cq.next(pool).await
+        if self.conn.is_ended() {
+            // Ended before: what completed since, or the end again.
+            return self.conn.wait_one(pool, Some(std::time::Duration::ZERO));
+        }
+        let mut buf = EventBuf::new();
+        let mut completion = std::pin::pin!(self.cq.next(pool));
+        let mut ended = std::pin::pin!(self.ended(&mut buf));
+        std::future::poll_fn(|cx| {
+            use std::future::Future;
+            if let std::task::Poll::Ready(done) = completion.as_mut().poll(cx) {
+                return std::task::Poll::Ready(done);
+            }
+            ended.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    /// Awaits the end of the connection on its event queue: always an
+    /// error.
+    async fn ended(&self, buf: &mut EventBuf) -> Result<Completion> {
+        loop {
+            match self.eq.read(buf).await? {
+                EqRead::Event(crate::eq::Event::Shutdown(_)) => {
+                    self.conn.mark_ended();
+                    return Err(Error::Call {
+                        call: "fi_cq_read",
+                        errno: Errno::NOTCONN,
+                    });
+                }
+                EqRead::Error(e) => {
+                    self.conn.mark_ended();
+                    return Err(Error::Call {
+                        call: "fi_cq_read",
+                        errno: e.err,
+                    });
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Posts a receive into `buffer` ([`Connection::recv`]).

@@ -1869,3 +1869,18 @@ fn waits_on_a_queue_after_its_endpoint_closed() {
         assert!(matches!(cq.read(&mut entries).unwrap(), CqRead::Empty));
     }
 }
+
+#[test]
+fn signal_on_a_queue_without_a_wait_object_is_refused() {
+    // rxm, rxd and shm signal the wait object they assume a queue has
+    // (ofi_cq_signal follows a NULL wait): a crash.
+    let (_fabric, domain, _) = fabric_domain();
+    let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::None)).unwrap();
+    assert!(matches!(
+        cq.signal(),
+        Err(Error::WrongWaitMode {
+            call: "fi_cq_signal",
+            ..
+        })
+    ));
+}
