@@ -408,7 +408,6 @@ impl<F: Format> AsyncConnection<F> {
         let eq = AsyncEventQueue::new(pending.eq.clone())?;
         let cq = AsyncCompletionQueue::new(pending.cq().clone())?;
         let rx_cq = AsyncCompletionQueue::new(pending.rx_cq().clone())?;
-        pending.start(data)?;
         let wait = async {
             let mut buf = EventBuf::new();
             loop {
@@ -418,17 +417,25 @@ impl<F: Format> AsyncConnection<F> {
                 }
             }
         };
+        // The timer is made before anything is sent: a runtime without its
+        // time driver refuses the call with nothing started.
         let peer_data = match pending.timeout {
-            None => wait.await?,
-            Some(t) => without_driver_panic(|| ::tokio::time::timeout(t, wait))
-                .ok_or(Error::State {
-                    call: "AsyncConnection::establish",
-                    reason: "a timeout needs the tokio runtime's time driver (build it with enable_time or enable_all)",
-                })?
-                .await
-                .map_err(|_| Error::TimedOut {
+            None => {
+                pending.start(data)?;
+                wait.await?
+            }
+            Some(t) => {
+                let timed = without_driver_panic(|| ::tokio::time::timeout(t, wait)).ok_or(
+                    Error::State {
+                        call: "AsyncConnection::establish",
+                        reason: "a timeout needs the tokio runtime's time driver (build it with enable_time or enable_all)",
+                    },
+                )?;
+                pending.start(data)?;
+                timed.await.map_err(|_| Error::TimedOut {
                     call: "FI_CONNECTED",
-                })??,
+                })??
+            }
         };
         let conn = pending.finish(peer_data);
         Ok(AsyncConnection {

@@ -136,14 +136,16 @@ fn a_separate_receive_queue_gets_the_receives() {
         .timeout(TEN_S);
     std::thread::scope(|s| {
         let server = s.spawn(|| {
-            let conn = listener
+            let pending = listener
                 .incoming_timeout(TEN_S)
                 .and_then(|i| i.prepare::<Msg>(&config))
-                .and_then(|p| p.establish(b""))
-                .expect("accept");
+                .expect("prepare");
+            // Posted before the accept: iWARP ends a connection whose
+            // message finds no receive posted.
+            let pool = pending.buffer_pool(1, 64).unwrap();
+            pending.endpoint().recv(pool.take().unwrap()).unwrap();
+            let conn = pending.establish(b"").expect("accept");
             assert!(!std::ptr::eq(conn.cq(), conn.rx_cq()));
-            let pool = conn.buffer_pool(1, 64).unwrap();
-            conn.recv(pool.take().unwrap()).unwrap();
             let got = conn.rx_cq().wait_one(&pool, TEN_S).expect("the receive");
             assert_eq!(got.bytes(), b"x");
             let mut none = [MsgEntry::default()];
@@ -288,8 +290,9 @@ fn a_wait_for_a_completion_ends_when_the_peer_goes_away() {
     drop(client);
     let started = Instant::now();
     match server.wait_one(&pool, Some(Duration::from_secs(20))) {
-        // tcp cancels the receive; sockets only says FI_SHUTDOWN.
-        Err(Error::Completion { errno, .. }) => assert_eq!(errno, Errno::CANCELED),
+        // tcp and verbs flush the receive in error; sockets only says
+        // FI_SHUTDOWN.
+        Err(Error::Completion { .. }) => {}
         Err(Error::Call { errno, .. }) => assert_eq!(errno, Errno::NOTCONN),
         other => panic!("provider {}: {other:?}", provider()),
     }
@@ -322,7 +325,7 @@ fn an_async_wait_for_a_completion_ends_when_the_peer_goes_away() {
             .await
             .expect("the wait ends with the connection");
         match ended {
-            Err(Error::Completion { errno, .. }) => assert_eq!(errno, Errno::CANCELED),
+            Err(Error::Completion { .. }) => {}
             Err(Error::Call { errno, .. }) => assert_eq!(errno, Errno::NOTCONN),
             other => panic!("provider {}: {other:?}", provider()),
         }
@@ -357,8 +360,9 @@ fn tokio_runtimes_without_their_drivers_are_typed_errors() {
             .await
             .expect_err("no time driver");
         assert!(matches!(err, Error::State { .. }), "{err}");
-        // The request that reached the listener is answered.
-        let _ = listener.incoming_timeout(TEN_S).map(|i| i.reject(b""));
+        // Refused before anything was sent: no request arrives.
+        let none = listener.incoming_timeout(Some(Duration::from_millis(200)));
+        assert!(matches!(none, Err(Error::TimedOut { .. })), "{none:?}");
     });
 }
 
