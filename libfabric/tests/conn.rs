@@ -117,12 +117,14 @@ fn waits_for_a_connection_end_at_their_timeout() {
     // The request is answered before the listener goes: tcp 1.17 frees a
     // request whose connection it accepted but whose request message it
     // has not read yet nowhere once its event queue closes (a provider
-    // leak, which valgrind would report against this test).
-    listener
-        .incoming_timeout(TEN_S)
-        .expect("the request")
-        .reject(b"")
-        .expect("fi_reject");
+    // leak, which valgrind would report against this test). The client is
+    // gone by now: verbs answers the reject with -FI_EINVAL or
+    // -FI_ECONNRESET.
+    let incoming = listener.incoming_timeout(TEN_S).expect("the request");
+    match incoming.reject(b"") {
+        Ok(()) | Err(Error::Call { .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
 }
 
 #[test]
