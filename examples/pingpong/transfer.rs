@@ -270,7 +270,7 @@ impl<'l> Driver<'l> {
         let read = self.link.tx_cq.read(&mut entries)?;
         match read {
             CqRead::Completions(_) => Err("an unexpected send completion".into()),
-            CqRead::Error(err) => Err(self.failed(&self.link.tx_cq, err, Queue::Tx)),
+            CqRead::Error(err) => Err(self.failed(&self.link.tx_cq, *err, Queue::Tx)),
             _ => Ok(()),
         }
     }
@@ -368,7 +368,7 @@ enum Found {
 fn found<T: libfabric::cq::CompletionEntry>(read: CqRead<'_, T>, pool: &BufferPool) -> Found {
     match read {
         CqRead::Completions(done) => Found::Completion(pool.reclaim(&done[0])),
-        CqRead::Error(err) => Found::Error(err),
+        CqRead::Error(err) => Found::Error(*err),
         _ => Found::Nothing,
     }
 }

@@ -20,7 +20,9 @@ use crate::buffer::{Buffer, BufferPool};
 use crate::domain::{Domain, DomainInner};
 use crate::epochs::Epochs;
 use crate::eq::{ErrDataBuf, Fid};
-use crate::error::{check, check_queue_size, classify, Errno, Error, Handback, ObjectKind, Result};
+use crate::error::{
+    check, check_queue_size, classify, is_again, Errno, Error, Handback, ObjectKind, Result,
+};
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
@@ -475,8 +477,9 @@ pub enum CqRead<'b, T: CompletionEntry> {
     /// An error completion (`-FI_EAVAIL`, then `fi_cq_readerr`), its
     /// `err_data` copied into memory of its own. Its buffer is taken with
     /// [`BufferPool::reclaim_err`](crate::BufferPool::reclaim_err), or goes
-    /// back to its pool when the entry is dropped.
-    Error(CqError<'static>),
+    /// back to its pool when the entry is dropped. Boxed: the rare case
+    /// does not make every read's result larger.
+    Error(Box<CqError<'static>>),
     /// Nothing to read (`-FI_EAGAIN`).
     Empty,
     /// The timeout of a blocking read passed.
@@ -790,7 +793,7 @@ impl CqInner {
             return Ok((ret, epoch));
         }
         drop(progress);
-        if classify(ret) == Err(Errno::AGAIN) && awaiting != 0 {
+        if is_again(ret) && awaiting != 0 {
             self.epochs.read_empty(awaiting, &self.lifecycle);
         }
         Ok((ret, 0))
@@ -954,6 +957,10 @@ impl<F: Format> CompletionQueue<F> {
     #[inline]
     pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<CqRead<'b, F::Entry>> {
         let (ret, epoch) = self.read_raw(buf)?;
+        // The empty queue first: what a polling loop sees most.
+        if is_again(ret) {
+            return Ok(CqRead::Empty);
+        }
         self.finish(decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_read")?)
     }
 
@@ -1304,7 +1311,7 @@ impl<F: Format> CompletionQueue<F> {
         match read {
             Decoded::Read(read) => Ok(read),
             Decoded::ErrorPending => Ok(match self.read_err_owned()? {
-                Some(e) => CqRead::Error(e),
+                Some(e) => CqRead::Error(Box::new(e)),
                 // Another reader took it meanwhile.
                 None => CqRead::Empty,
             }),
@@ -1393,7 +1400,7 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
             epoch,
         })));
     }
-    if classify(ret) == Err(Errno::AGAIN) || ret == 0 {
+    if is_again(ret) || ret == 0 {
         return Ok(Decoded::Read(CqRead::Empty));
     }
     if classify(ret) == Err(Errno::AVAIL) {

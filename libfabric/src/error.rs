@@ -626,6 +626,13 @@ pub(crate) fn classify(ret: impl Ret) -> std::result::Result<usize, Errno> {
     }
 }
 
+/// Whether a return code is `-FI_EAGAIN` (nothing to read): one compare,
+/// for the read paths' first test.
+#[inline(always)]
+pub(crate) fn is_again(ret: isize) -> bool {
+    ret == Errno::AGAIN.to_ret()
+}
+
 /// Checks a libfabric return code: 0 (or positive) is success.
 #[inline]
 pub(crate) fn check(call: &'static str, ret: impl Ret) -> Result<()> {
