@@ -144,10 +144,16 @@ fn check_ep_type(info: &InfoEntry, ty: EpType, call: &'static str) -> Result<()>
     Ok(())
 }
 
-/// An error entry or event that ends a wait for a connection, as the error
-/// of `call`.
-fn not_connected(call: &'static str, errno: crate::Errno) -> Error {
-    Error::Call { call, errno }
+/// The error, as one of `call`, when `read` says the connection ended or
+/// cannot be made: `FI_SHUTDOWN` ([`Errno::NOTCONN`](crate::Errno::NOTCONN))
+/// or an error entry (its errno).
+fn ended_by(read: &EqRead<'_>, call: &'static str) -> Option<Error> {
+    let errno = match read {
+        EqRead::Event(Event::Shutdown(_)) => crate::Errno::NOTCONN,
+        EqRead::Error(e) => e.err,
+        _ => return None,
+    };
+    Some(Error::Call { call, errno })
 }
 
 /// The accessors of the types that hold an endpoint with its queues,
@@ -292,15 +298,10 @@ impl Listener {
     /// # Errors
     /// [`Error::TimedOut`]; as [`incoming`](Self::incoming).
     pub fn incoming_timeout(&self, timeout: Option<Duration>) -> Result<Incoming> {
-        let mut buf = EventBuf::new();
-        let deadline = Deadline::after(timeout);
-        loop {
-            let read = self.eq.sread(&mut buf, deadline.left())?;
-            if let Some(incoming) = self.request_of(read) {
-                return incoming;
-            }
-            deadline.check("fi_eq_sread (FI_CONNREQ)")?;
-        }
+        self.eq
+            .sread_until(timeout, "fi_eq_sread (FI_CONNREQ)", |read| {
+                self.request_of(read)
+            })
     }
 
     /// What a read of the listener's queue means: a request, an error, or
@@ -312,7 +313,10 @@ impl Listener {
                 request: c.request,
                 fabric: self.fabric.clone(),
             })),
-            EqRead::Error(e) => Some(Err(not_connected("fi_listen", e.err))),
+            EqRead::Error(e) => Some(Err(Error::Call {
+                call: "fi_listen",
+                errno: e.err,
+            })),
             _ => None,
         }
     }
@@ -511,15 +515,12 @@ impl<F: Format> Pending<F> {
     /// [`Error::TimedOut`].
     pub fn establish(self, data: &[u8]) -> Result<Connection<F>> {
         self.start(data)?;
-        let mut buf = EventBuf::new();
-        let deadline = Deadline::after(self.timeout);
-        loop {
-            let read = self.eq.sread(&mut buf, deadline.left())?;
-            if let Some(outcome) = self.outcome(read) {
-                return outcome.map(|data| self.finish(data));
-            }
-            deadline.check("fi_eq_sread (FI_CONNECTED)")?;
-        }
+        let data = self
+            .eq
+            .sread_until(self.timeout, "fi_eq_sread (FI_CONNECTED)", |read| {
+                self.outcome(read)
+            })?;
+        Ok(self.finish(data))
     }
 
     /// The `fi_connect` or `fi_accept` of this side.
@@ -538,14 +539,10 @@ impl<F: Format> Pending<F> {
             Role::Connect => "fi_connect",
             Role::Accept => "fi_accept",
         };
-        match read {
-            EqRead::Event(Event::Connected(c)) => Some(Ok(c.data.to_vec())),
-            EqRead::Event(Event::Shutdown(_)) => {
-                Some(Err(not_connected(call, crate::Errno::NOTCONN)))
-            }
-            EqRead::Error(e) => Some(Err(not_connected(call, e.err))),
-            _ => None,
+        if let EqRead::Event(Event::Connected(c)) = &read {
+            return Some(Ok(c.data.to_vec()));
         }
+        ended_by(&read, call).map(Err)
     }
 
     /// The connection, established with `peer_data`.
@@ -667,32 +664,31 @@ impl<F: Format> Connection<F> {
         self.ended.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Records that the connection's event queue said it ended.
-    pub(crate) fn mark_ended(&self) {
-        self.ended.store(true, std::sync::atomic::Ordering::Release);
-    }
-
     /// [`Errno::NOTCONN`](crate::Errno::NOTCONN) once the connection's
     /// event queue said it ended (read now, or before), or the errno of an
     /// error entry there.
     pub(crate) fn check_ended(&self) -> Result<()> {
         use std::sync::atomic::Ordering;
-        if !self.ended.load(Ordering::Acquire) {
-            let mut buf = EventBuf::new();
-            loop {
-                match self.eq.read(&mut buf)? {
-                    EqRead::Event(Event::Shutdown(_)) => break,
-                    EqRead::Error(e) => {
-                        self.ended.store(true, Ordering::Release);
-                        return Err(not_connected("fi_cq_sread", e.err));
-                    }
-                    EqRead::Empty | EqRead::TimedOut | EqRead::ErrorPending => return Ok(()),
-                    EqRead::Event(_) => {}
-                }
-            }
-            self.ended.store(true, Ordering::Release);
+        if self.ended.load(Ordering::Acquire) {
+            return Err(Error::Call {
+                call: "fi_eq_read",
+                errno: crate::Errno::NOTCONN,
+            });
         }
-        Err(not_connected("fi_cq_sread", crate::Errno::NOTCONN))
+        let mut buf = EventBuf::new();
+        loop {
+            let read = self.eq.read(&mut buf)?;
+            if matches!(
+                read,
+                EqRead::Empty | EqRead::TimedOut | EqRead::ErrorPending
+            ) {
+                return Ok(());
+            }
+            if let Some(end) = ended_by(&read, "fi_eq_read") {
+                self.ended.store(true, Ordering::Release);
+                return Err(end);
+            }
+        }
     }
 
     /// The connection data the peer sent with its `FI_CONNECTED` (the

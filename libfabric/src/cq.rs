@@ -38,7 +38,7 @@ use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The longest an `sread` blocks at once: an endpoint of the queue being
 /// enabled or closed on another thread waits at most this long for it.
@@ -1163,16 +1163,12 @@ impl<F: Format> CompletionQueue<F> {
                 format!("{call}: no room for a completion (an empty slice)").into(),
             ));
         }
-        let deadline = timeout.map(|t| Instant::now().checked_add(t));
+        let deadline = Deadline::after(timeout);
         let ret = loop {
-            let remaining = match deadline {
-                None | Some(None) => None,
-                Some(Some(d)) => Some(d.saturating_duration_since(Instant::now())),
-            };
             // Blocks in slices, so that an endpoint of this queue can be
             // enabled or closed meanwhile (each waits for the progress
             // guard that a blocked sread holds).
-            let slice = remaining.map_or(SREAD_SLICE, |r| r.min(SREAD_SLICE));
+            let slice = deadline.slice(SREAD_SLICE);
             let (ret, epoch) =
                 self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice))?;
             // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
@@ -1197,12 +1193,8 @@ impl<F: Format> CompletionQueue<F> {
             // already reported (an sread that returned at once leaves the
             // wait object signaled). Before the deadline, reset the wait
             // object (fi_trywait, fi_poll(3)) and block again for the rest.
-            match remaining {
-                Some(r) if r.is_zero() => return Ok(CqRead::TimedOut),
-                Some(_) if deadline.is_some_and(|d| d.is_some_and(|d| Instant::now() >= d)) => {
-                    return Ok(CqRead::TimedOut)
-                }
-                _ => {}
+            if deadline.passed() {
+                return Ok(CqRead::TimedOut);
             }
             let mut fids = [self.inner.fid.fid()];
             let progress = self.inner.progress_guard();

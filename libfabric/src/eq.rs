@@ -25,8 +25,8 @@ use crate::fid::{close_last, OwnedFid};
 use crate::info::Info;
 use crate::pep::PepCore;
 use crate::wait::{
-    open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms, WaitObj,
-    WaitSet, WaitSetInner, Waitable,
+    open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms, Deadline,
+    WaitObj, WaitSet, WaitSetInner, Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -814,6 +814,25 @@ impl EventQueue {
         timeout: Option<Duration>,
     ) -> Result<EqRead<'b>> {
         self.sread_flags(buf, timeout, 0)
+    }
+
+    /// Reads the queue, blocking up to `timeout` in all, until `outcome`
+    /// makes something of an event; [`Error::TimedOut`] (as the error of
+    /// `call`) once the timeout passed.
+    pub(crate) fn sread_until<T>(
+        &self,
+        timeout: Option<Duration>,
+        call: &'static str,
+        mut outcome: impl FnMut(EqRead<'_>) -> Option<Result<T>>,
+    ) -> Result<T> {
+        let mut buf = EventBuf::new();
+        let deadline = Deadline::after(timeout);
+        loop {
+            if let Some(done) = outcome(self.sread(&mut buf, deadline.left())?) {
+                return done;
+            }
+            deadline.check(call)?;
+        }
     }
 
     /// `fi_eq_sread` with `FI_PEEK`.

@@ -196,6 +196,26 @@ impl AsyncEventQueue {
             wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, None).await?;
         }
     }
+
+    /// Reads the queue until `outcome` makes something of an event.
+    pub(crate) async fn read_until<T>(
+        &self,
+        mut outcome: impl FnMut(EqRead<'_>) -> Option<Result<T>>,
+    ) -> Result<T> {
+        let mut buf = EventBuf::new();
+        loop {
+            if let Some(done) = outcome(self.read(&mut buf).await?) {
+                return done;
+            }
+        }
+    }
+
+    /// Waits until the queue may have an event, without reading it.
+    pub(crate) async fn ready(&self) -> Result<()> {
+        let eq = SendPtr(self.eq.inner.fid.as_ptr());
+        let second_look = eq_second_look_needed().then_some(&eq);
+        wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, None).await
+    }
 }
 
 /// A [`CompletionQueue`] opened with `FI_WAIT_FD`, read with `.await`.
@@ -349,13 +369,9 @@ impl AsyncListener {
     /// # Errors
     /// As [`Listener::incoming`].
     pub async fn incoming(&self) -> Result<Incoming> {
-        let mut buf = EventBuf::new();
-        loop {
-            let read = self.eq.read(&mut buf).await?;
-            if let Some(incoming) = self.listener.request_of(read) {
-                return incoming;
-            }
-        }
+        self.eq
+            .read_until(|read| self.listener.request_of(read))
+            .await
     }
 
     /// The next connection, accepted with no connection data.
@@ -408,15 +424,7 @@ impl<F: Format> AsyncConnection<F> {
         let eq = AsyncEventQueue::new(pending.eq.clone())?;
         let cq = AsyncCompletionQueue::new(pending.cq().clone())?;
         let rx_cq = AsyncCompletionQueue::new(pending.rx_cq().clone())?;
-        let wait = async {
-            let mut buf = EventBuf::new();
-            loop {
-                let read = eq.read(&mut buf).await?;
-                if let Some(outcome) = pending.outcome(read) {
-                    return outcome;
-                }
-            }
-        };
+        let wait = eq.read_until(|read| pending.outcome(read));
         // The timer is made before anything is sent: a runtime without its
         // time driver refuses the call with nothing started.
         let peer_data = match pending.timeout {
@@ -475,9 +483,8 @@ impl<F: Format> AsyncConnection<F> {
             // Ended before: what completed since, or the end again.
             return self.conn.wait_one(pool, Some(std::time::Duration::ZERO));
         }
-        let mut buf = EventBuf::new();
         let mut completion = std::pin::pin!(self.cq.next(pool));
-        let mut ended = std::pin::pin!(self.ended(&mut buf));
+        let mut ended = std::pin::pin!(self.ended());
         std::future::poll_fn(|cx| {
             use std::future::Future;
             if let std::task::Poll::Ready(done) = completion.as_mut().poll(cx) {
@@ -490,25 +497,12 @@ impl<F: Format> AsyncConnection<F> {
 
     /// Awaits the end of the connection on its event queue: always an
     /// error.
-    async fn ended(&self, buf: &mut EventBuf) -> Result<Completion> {
+    async fn ended(&self) -> Result<Completion> {
         loop {
-            match self.eq.read(buf).await? {
-                EqRead::Event(crate::eq::Event::Shutdown(_)) => {
-                    self.conn.mark_ended();
-                    return Err(Error::Call {
-                        call: "fi_cq_read",
-                        errno: Errno::NOTCONN,
-                    });
-                }
-                EqRead::Error(e) => {
-                    self.conn.mark_ended();
-                    return Err(Error::Call {
-                        call: "fi_cq_read",
-                        errno: e.err,
-                    });
-                }
-                _ => {}
-            }
+            // The queue is only read once it may have an event: the wait
+            // allocates nothing.
+            self.eq.ready().await?;
+            self.conn.check_ended()?;
         }
     }
 

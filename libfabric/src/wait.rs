@@ -294,12 +294,22 @@ impl Deadline {
             .map(|d| d.saturating_duration_since(std::time::Instant::now()))
     }
 
+    /// The next slice of a wait that blocks at most `max` at a time.
+    pub(crate) fn slice(&self, max: Duration) -> Duration {
+        self.left().map_or(max, |left| left.min(max))
+    }
+
+    /// Whether the deadline passed.
+    pub(crate) fn passed(&self) -> bool {
+        self.0.is_some_and(|d| std::time::Instant::now() >= d)
+    }
+
     /// [`Error::TimedOut`] once passed.
     pub(crate) fn check(&self, call: &'static str) -> Result<()> {
-        match self.0 {
-            Some(d) if std::time::Instant::now() >= d => Err(Error::TimedOut { call }),
-            _ => Ok(()),
+        if self.passed() {
+            return Err(Error::TimedOut { call });
         }
+        Ok(())
     }
 }
 
@@ -983,13 +993,10 @@ impl WaitSet {
         // queues (see WaitSetInner::cqs), so that an endpoint of one of
         // them can be enabled or closed meanwhile.
         const SLICE: Duration = Duration::from_millis(100);
-        let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
+        let deadline = Deadline::after(timeout);
         loop {
-            let remaining = match (timeout, deadline) {
-                (None, _) | (Some(_), None) => None,
-                (Some(_), Some(d)) => Some(d.saturating_duration_since(std::time::Instant::now())),
-            };
-            let slice = remaining.map_or(SLICE, |r| r.min(SLICE));
+            let remaining = deadline.left();
+            let slice = deadline.slice(SLICE);
             let cqs: Vec<Arc<crate::cq::CqInner>> = {
                 let mut cqs = self.inner.cqs.lock().unwrap_or_else(|e| e.into_inner());
                 cqs.retain(|w| w.strong_count() > 0);

@@ -22,6 +22,30 @@ fn listen() -> (libfabric::Fabric, Listener) {
     (fabric, listener)
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A listener on the suite's node, and the hints that name it.
+fn async_listener() -> (AsyncListener, libfabric::Hints) {
+    let hints = provider_hints().node(node()).service(0);
+    let listener = AsyncListener::bind(&hints).expect("listen");
+    let peer = provider_hints().addr(listener.local_addr().unwrap());
+    (listener, peer)
+}
+
+/// A connection accepted by `listener` and the one that made it.
+async fn async_pair(
+    listener: &AsyncListener,
+    peer: &libfabric::Hints,
+) -> (AsyncConnection, AsyncConnection) {
+    let (server, client) = tokio::join!(listener.accept(), AsyncConnection::connect(peer, b""));
+    (server.expect("accept"), client.expect("connect"))
+}
+
 #[test]
 fn a_client_and_a_server_exchange_data_both_ways() {
     skip_unless_msg!();
@@ -171,18 +195,9 @@ fn a_separate_receive_queue_gets_the_receives() {
 #[test]
 fn async_connections_exchange_data_and_report_a_rejection() {
     skip_unless_msg!();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let hints = provider_hints().node(node()).service(0);
-        let listener = AsyncListener::bind(&hints).expect("listen");
-        let addr = listener.local_addr().unwrap();
-        let peer = provider_hints().addr(addr);
-        let (server, client) =
-            tokio::join!(listener.accept(), AsyncConnection::connect(&peer, b"hi"));
-        let (server, client) = (server.expect("accept"), client.expect("connect"));
+    runtime().block_on(async {
+        let (listener, peer) = async_listener();
+        let (server, client) = async_pair(&listener, &peer).await;
         let (sp, cp) = (
             server.buffer_pool(1, 64).unwrap(),
             client.buffer_pool(1, 64).unwrap(),
@@ -308,17 +323,9 @@ fn a_wait_for_a_completion_ends_when_the_peer_goes_away() {
 #[test]
 fn an_async_wait_for_a_completion_ends_when_the_peer_goes_away() {
     skip_unless_msg!();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let hints = provider_hints().node(node()).service(0);
-        let listener = AsyncListener::bind(&hints).expect("listen");
-        let peer = provider_hints().addr(listener.local_addr().unwrap());
-        let (server, client) =
-            tokio::join!(listener.accept(), AsyncConnection::connect(&peer, b""));
-        let (server, client) = (server.expect("accept"), client.expect("connect"));
+    runtime().block_on(async {
+        let (listener, peer) = async_listener();
+        let (server, client) = async_pair(&listener, &peer).await;
         let pool = server.buffer_pool(1, 64).unwrap();
         server.recv(pool.take().unwrap()).unwrap();
         client.get_ref().endpoint().shutdown().expect("fi_shutdown");
