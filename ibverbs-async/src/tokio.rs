@@ -118,7 +118,9 @@ impl AsyncEvents {
     ///
     /// # Errors
     /// [`Error::State`] outside a tokio runtime, or in one without the IO
-    /// driver (tokio itself would panic there);
+    /// driver (tokio panics there and has no call that asks first: the
+    /// panic is caught, so the panic hook still runs, and a program built
+    /// with `panic = "abort"` aborts, as with tokio's own types);
     /// [`Error::System`] when the fd cannot be duplicated or registered.
     pub fn new(ctx: &Context) -> Result<AsyncEvents> {
         Ok(AsyncEvents {
@@ -229,6 +231,10 @@ impl std::fmt::Debug for AsyncEvents {
 pub struct CqEvents {
     fd: AsyncFd<OwnedFd>,
     channel: CompChannel,
+    /// Woken at every event read from the channel: the readiness of the
+    /// fd wakes only the task that reads it, and the event may be for
+    /// another task's CQ (see `poll_cq`).
+    events: ::tokio::sync::Notify,
 }
 
 impl CqEvents {
@@ -236,12 +242,15 @@ impl CqEvents {
     ///
     /// # Errors
     /// [`Error::State`] outside a tokio runtime, or in one without the IO
-    /// driver (tokio itself would panic there);
+    /// driver (tokio panics there and has no call that asks first: the
+    /// panic is caught, so the panic hook still runs, and a program built
+    /// with `panic = "abort"` aborts, as with tokio's own types);
     /// [`Error::System`] when the fd cannot be duplicated or registered.
     pub fn new(channel: &CompChannel) -> Result<CqEvents> {
         Ok(CqEvents {
             fd: register("CqEvents::new", channel.inner.fd())?,
             channel: channel.clone(),
+            events: ::tokio::sync::Notify::new(),
         })
     }
 
@@ -263,9 +272,18 @@ impl CqEvents {
         loop {
             let mut guard = self.fd.readable().await.map_err(reactor_error)?;
             if let Ok(r) = guard.try_io(|_| as_io(self.channel.inner.try_read())) {
-                return r.map_err(reactor_error)?;
+                return self.read_one(r.map_err(reactor_error)?);
             }
         }
+    }
+
+    /// An event read from the channel: every `poll_cq` waiting is woken,
+    /// to poll and re-arm its CQ (the event may be for it).
+    fn read_one(&self, read: Result<Cq>) -> Result<Cq> {
+        if read.is_ok() {
+            self.events.notify_waiters();
+        }
+        read
     }
 
     /// Waits until `cq` has completions and polls them into `out`; returns
@@ -289,10 +307,10 @@ impl CqEvents {
     /// destroyed at the latest. Arming an armed CQ is harmless, so a CQ
     /// left armed by an earlier call costs nothing.
     ///
-    /// The channel should serve only CQs waited on this way by one task
-    /// each: an event for another CQ of the channel is consumed here (and
-    /// acknowledged), and whoever waits for that CQ sees it only through
-    /// its own next poll.
+    /// Several tasks may wait at once, on one CQ or on different CQs of the
+    /// channel: an event is read (and acknowledged) by one of them, and
+    /// every waiter is then woken to poll its CQ and re-arm it, so an
+    /// event read for another task's CQ is never lost.
     ///
     /// # Cancel safety
     /// Cancel safe: completions are taken from the CQ only in the poll
@@ -326,6 +344,11 @@ impl CqEvents {
             ));
         }
         loop {
+            // Registered before the CQ is armed: an event for it that
+            // another task reads from the channel (its own poll_cq, or
+            // `next`) wakes this one, which polls and re-arms.
+            let mut read_elsewhere = std::pin::pin!(self.events.notified());
+            read_elsewhere.as_mut().enable();
             let n = cq.poll(out)?.len();
             if n > 0 {
                 return Ok(&mut out[..n]);
@@ -337,7 +360,15 @@ impl CqEvents {
             }
             // Whichever CQ the event names, start over: ours is polled
             // first thing.
-            drop(self.next().await?);
+            let mut read_here = std::pin::pin!(self.next());
+            std::future::poll_fn(|cx| {
+                use std::future::Future;
+                if let Poll::Ready(read) = read_here.as_mut().poll(cx) {
+                    return Poll::Ready(read.map(drop));
+                }
+                read_elsewhere.as_mut().poll(cx).map(Ok)
+            })
+            .await?;
         }
     }
 
@@ -350,7 +381,7 @@ impl CqEvents {
                 Poll::Pending => return Poll::Pending,
             };
             if let Ok(r) = guard.try_io(|_| as_io(self.channel.inner.try_read())) {
-                return Poll::Ready(r.map_err(reactor_error).and_then(|r| r));
+                return Poll::Ready(self.read_one(r.map_err(reactor_error).and_then(|r| r)));
             }
         }
     }

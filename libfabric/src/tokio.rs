@@ -144,7 +144,10 @@ impl AsyncEventQueue {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] outside a tokio runtime,
-    /// [`Error::State`] in one without its I/O driver; the queue's wait-fd
+    /// [`Error::State`] in one without its I/O driver (tokio panics there
+    /// and has no call that asks first: the panic is caught, so the panic
+    /// hook still runs, and a program built with `panic = "abort"` aborts,
+    /// as with tokio's own types); the queue's wait-fd
     /// errors; the registration's.
     ///
     pub fn new(eq: EventQueue) -> Result<Self> {
@@ -232,7 +235,10 @@ impl<F: Format> AsyncCompletionQueue<F> {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] outside a tokio runtime,
-    /// [`Error::State`] in one without its I/O driver; the queue's wait-fd
+    /// [`Error::State`] in one without its I/O driver (tokio panics there
+    /// and has no call that asks first: the panic is caught, so the panic
+    /// hook still runs, and a program built with `panic = "abort"` aborts,
+    /// as with tokio's own types); the queue's wait-fd
     /// errors; the registration's.
     ///
     pub fn new(cq: CompletionQueue<F>) -> Result<Self> {
