@@ -225,6 +225,7 @@
 
 pub mod av;
 pub mod buffer;
+pub mod cntr;
 pub mod conn;
 pub mod connreq;
 pub mod cq;
@@ -248,11 +249,12 @@ pub mod wait;
 
 pub use av::AddressVector;
 pub use buffer::{Buffer, BufferPool};
+pub use cntr::{CntrAttr, Counter};
 pub use conn::{Connection, Incoming, Listener, Rdm};
 pub use connreq::ConnRequest;
 pub use cq::CompletionQueue;
 pub use domain::Domain;
-pub use ep::Endpoint;
+pub use ep::{CntrBind, Endpoint};
 pub use eq::EventQueue;
 pub use error::{Errno, Error, Handback, ObjectKind, Result};
 pub use fabric::Fabric;
@@ -267,17 +269,20 @@ pub use libfabric_sys::fabric as sys;
 /// named `tokio` and no type named like a std trait).
 pub mod prelude {
     pub use crate::buffer::{Buffer, BufferPool};
+    pub use crate::cntr::{CntrAttr, Counter};
     pub use crate::conn::ConnConfig;
     pub use crate::conn::{Connection, Incoming, Listener, Rdm};
     pub use crate::cq::{Completion, CompletionFlags, CompletionQueue, CqAttr, CqRead};
     pub use crate::domain::Domain;
-    pub use crate::ep::{CqBind, Endpoint};
+    pub use crate::ep::{CntrBind, CqBind, Endpoint};
     pub use crate::eq::{EqAttr, EqRead, Event, EventBuf, EventQueue};
     pub use crate::error::Errno;
     pub use crate::fabric::Fabric;
     pub use crate::info::{getinfo, Caps, EpType, Hints};
     #[cfg(feature = "tokio")]
-    pub use crate::tokio::{AsyncCompletionQueue, AsyncConnection, AsyncEventQueue, AsyncListener};
+    pub use crate::tokio::{
+        AsyncCompletionQueue, AsyncConnection, AsyncCounter, AsyncEventQueue, AsyncListener,
+    };
     pub use crate::wait::{WaitObj, Waitable, Waiter};
     pub use crate::AddressVector;
 }

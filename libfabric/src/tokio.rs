@@ -1,5 +1,5 @@
-//! Event and completion queues as futures, on tokio's reactor (feature
-//! `tokio`).
+//! Event queues, completion queues and counters as futures, on tokio's
+//! reactor (feature `tokio`).
 //!
 //! Built on the queue's `FI_WAIT_FD` wait fd and `fi_trywait`, following
 //! fi_poll(3) exactly: read until the queue is empty, `fi_trywait`, and only
@@ -23,6 +23,7 @@
 //! ```
 
 use crate::buffer::BufferPool;
+use crate::cntr::Counter;
 use crate::conn::{ConnConfig, Connection, Incoming, Listener, Pending};
 use crate::cq::{self, Completion, CompletionQueue, CqRead, Format};
 use crate::eq::{self, EqRead, EventBuf, EventQueue};
@@ -580,6 +581,159 @@ impl<F: Format> std::fmt::Debug for AsyncCompletionQueue<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncCompletionQueue")
             .field("queue", &self.cq)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`Counter`] waited on with `.await`. Must be created inside a tokio
+/// runtime.
+///
+/// Where the counter has a wait fd, [`wait_for`](Self::wait_for) runs the
+/// loop of the other async queues: read the count, `fi_trywait`, wait for
+/// the fd to become readable, read again. libfabric's util counters (tcp,
+/// rxm, rxd, shm) and this crate's sockets counters have no wait fd (see
+/// the [`cntr`](crate::cntr#providers) module), so there the wait runs in
+/// [`Counter::wait`] on tokio's blocking pool, in slices of at most 100 ms.
+///
+/// ```
+/// use libfabric::prelude::*;
+/// use libfabric::tokio::AsyncCounter;
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # rt.block_on(async {
+/// let info = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?.into_iter().next().unwrap();
+/// let domain = Domain::open(&Fabric::open(&info)?, &info)?;
+/// let counter = AsyncCounter::new(Counter::open(&domain, &CntrAttr::new())?)?;
+/// let adder = counter.get_ref().clone();
+/// std::thread::spawn(move || adder.add(3));
+/// assert!(counter.wait_for(3).await? >= 3);
+/// # Ok::<(), libfabric::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct AsyncCounter {
+    counter: Counter,
+    /// The counter's wait fd, registered; `None` where it has none.
+    fd: Option<AsyncFd<OwnedFd>>,
+    fabric: SendPtr<sys::fid_fabric>,
+    fid: SendPtr<sys::fid>,
+}
+
+impl AsyncCounter {
+    /// Registers the counter's wait fd with the current tokio reactor,
+    /// where it has one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] outside a tokio runtime;
+    /// [`Error::WrongWaitMode`] for a counter that cannot block
+    /// (`FI_WAIT_NONE`, `FI_WAIT_SET`: shm's counters); [`Error::State`]
+    /// in a runtime without its I/O driver, for a counter with a wait fd;
+    /// the registration's errors.
+    pub fn new(counter: Counter) -> Result<Self> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::InvalidArgument(
+                "async counters must be created inside a tokio runtime".into(),
+            ));
+        }
+        let actual = counter.inner.wait_obj;
+        if !actual.can_sread() {
+            return Err(Error::WrongWaitMode {
+                call: "AsyncCounter::new",
+                needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND or FI_WAIT_POLLFD",
+                actual,
+            });
+        }
+        let fd = match counter.wait_fd() {
+            Ok(_) => Some(register(&counter)?),
+            Err(Error::Unsupported { .. } | Error::WrongWaitMode { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let fabric = SendPtr(counter.inner.domain.fabric.fid.as_ptr());
+        let fid = SendPtr(counter.inner.fid.fid());
+        Ok(AsyncCounter {
+            counter,
+            fd,
+            fabric,
+            fid,
+        })
+    }
+
+    /// The counter.
+    #[must_use]
+    pub fn get_ref(&self) -> &Counter {
+        &self.counter
+    }
+
+    /// The counter, its wait fd no longer registered with the reactor.
+    #[must_use]
+    pub fn into_inner(self) -> Counter {
+        self.counter
+    }
+
+    /// Waits until the count reaches `threshold` and returns the count
+    /// read then.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads the counter. Where the wait runs on the
+    /// blocking pool (no wait fd), a cancelled wait's blocking part ends
+    /// within its slice (100 ms) and holds a handle of the counter until
+    /// then, so a [`Counter::close`] right after may still see
+    /// [`Error::InUse`].
+    ///
+    /// # Errors
+    /// [`Error::CounterError`] when the error count changed since the call
+    /// began; the errors of [`Counter::read`] and [`Counter::wait`];
+    /// [`Error::Call`] when `fi_trywait` fails; [`Error::System`] when
+    /// waiting for the wait fd fails; [`Error::State`] when the blocking
+    /// pool's task could not run (the runtime shut down).
+    pub async fn wait_for(&self, threshold: u64) -> Result<u64> {
+        const SLICE: std::time::Duration = std::time::Duration::from_millis(100);
+        let errors = self.counter.read_err()?;
+        loop {
+            // As in AsyncEventQueue::read: yield once the budget is spent.
+            tokio::task::coop::consume_budget().await;
+            let count = self.counter.read()?;
+            if count >= threshold {
+                return Ok(count);
+            }
+            let now = self.counter.read_err()?;
+            if now != errors {
+                return Err(Error::CounterError {
+                    call: "AsyncCounter::wait_for",
+                    errors: now,
+                });
+            }
+            match &self.fd {
+                Some(fd) => {
+                    let progress = Some(&self.counter.inner.lifecycle);
+                    let poison = Some(&self.counter.inner.wait_poisoned);
+                    wait_ready(fd, &self.fabric, &self.fid, None, progress, poison).await?;
+                }
+                None => {
+                    let counter = self.counter.clone();
+                    let waited =
+                        tokio::task::spawn_blocking(move || counter.wait(threshold, Some(SLICE)))
+                            .await
+                            .map_err(|_| Error::State {
+                                call: "AsyncCounter::wait_for",
+                                reason:
+                                    "the blocking wait did not run (the runtime is shutting down)",
+                            })?;
+                    match waited {
+                        // Counted by the loop's read; an error count change
+                        // is told apart there too, against this call's start.
+                        Ok(()) | Err(Error::TimedOut { .. } | Error::CounterError { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for AsyncCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncCounter")
+            .field("counter", &self.counter)
+            .field("wait_fd", &self.fd.is_some())
             .finish_non_exhaustive()
     }
 }
