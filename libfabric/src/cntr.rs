@@ -29,7 +29,7 @@
 //!
 //! // The counter is bound to the endpoint before it is enabled.
 //! let config = ConnConfig::new().counter(CntrAttr::new(), CntrBind::RECV);
-//! let info = getinfo(&Hints::new().provider("tcp").addr(addr))?;
+//! let info = getinfo(&Hints::new().provider("tcp").ep_type(EpType::Msg).addr(addr))?;
 //! let info = info.first().expect("tcp provider");
 //! let pending = Connection::<Msg>::prepare(&Fabric::open(info)?, info, &config)?;
 //! let pool = pending.buffer_pool(2, 64)?;
