@@ -60,10 +60,14 @@
 //! | sockets | `Unspec` (a mutex and condition): `FI_WAIT_FD` is refused here, see [`CntrAttr::wait`] | yes | no |
 //!
 //! So [`wait::trywait`](crate::wait::trywait) takes counters wherever they
-//! have a wait object, but the fd-based waits ([`Waiter`](crate::wait::Waiter),
-//! [`AsyncCounter`](crate::tokio::AsyncCounter)'s fast path) find no fd on
-//! these providers; [`AsyncCounter`](crate::tokio::AsyncCounter) then waits
-//! in [`Counter::wait`] on tokio's blocking pool.
+//! have a wait object, but [`Waiter`](crate::wait::Waiter) finds no fd on
+//! these providers, and [`AsyncCounter`](crate::tokio::AsyncCounter) waits
+//! in [`Counter::wait`] on tokio's blocking pool. `fi_trywait` of a counter
+//! reports a count it has not seen on the util providers
+//! (`util_poll_run`, `prov/util/src/util_poll.c` 99-111 in 1.22), but not
+//! on tcp from 1.18 on (`xnet_trywait`, `prov/tcp/src/xnet_progress.c`
+//! 1645-1654 in 1.22, only resets the wait) nor on sockets (always 0): read
+//! the count before and after it.
 
 pub use crate::ep::CntrBind;
 
@@ -102,8 +106,12 @@ pub enum CntrEvents {
     Completions,
     /// `FI_CNTR_EVENTS_BYTES`: bytes transferred instead of operations.
     /// Present only when the headers the crate was built against define
-    /// it (libfabric 1.22 and 2.1 do, 1.17 does not); the providers of
-    /// those versions that run on loopback refuse it at open.
+    /// it (libfabric 1.22 and 2.1 do, 1.17 does not). Only cxi counts
+    /// bytes: libfabric's util counters (tcp, rxm, rxd, shm) take it and
+    /// count completions (`ofi_check_cntr_attr`,
+    /// `prov/util/src/util_cntr.c` 39-70 in 1.22, never reads `events`), so
+    /// [`Counter::open`] refuses it elsewhere with [`Error::Unsupported`];
+    /// sockets refuses it itself (`-FI_ENOSYS`).
     #[cfg(libfabric_cntr_events_bytes)]
     Bytes,
 }
@@ -258,8 +266,8 @@ impl Counter {
     /// `FI_WAIT_UNSPEC`), `FI_WAIT_FD` on sockets, `FI_WAIT_SET` without a
     /// wait set (or on rxm, rxd or shm), or one the provider refuses;
     /// [`Error::ForeignObject`] for a wait set of another fabric;
-    /// [`Error::Call`] when `fi_cntr_open` fails (`FI_ENOSYS` for events the
-    /// provider does not count).
+    /// [`Error::Unsupported`] for `CntrEvents::Bytes` on a provider that
+    /// does not count bytes; [`Error::Call`] when `fi_cntr_open` fails.
     #[doc(alias = "fi_cntr_open")]
     pub fn open(domain: &Domain, attr: &CntrAttr) -> Result<Self> {
         let Some(wait_obj) = attr.wait_obj else {
@@ -267,6 +275,13 @@ impl Counter {
         };
         let wait_obj = wait_obj.checked("counter")?;
         let provider = domain.inner.info.provider();
+        #[cfg(libfabric_cntr_events_bytes)]
+        if attr.events == CntrEvents::Bytes && !crate::quirks::counts_bytes(provider) {
+            return Err(Error::Unsupported {
+                call: "fi_cntr_open",
+                reason: "the provider does not count bytes (libfabric's util counters take FI_CNTR_EVENTS_BYTES and count completions)",
+            });
+        }
         if let Some(set) = &attr.wait_set {
             if !set.belongs_to(&domain.inner.fabric) {
                 return Err(Error::ForeignObject {
@@ -323,7 +338,10 @@ impl Counter {
                 id as usize as *mut c_void,
             )
         };
-        if wait_obj != WaitObj::None && matches!(classify(ret), Err(Errno::INVAL | Errno::NOSYS)) {
+        if wait_obj != WaitObj::None
+            && attr.events == CntrEvents::Completions
+            && matches!(classify(ret), Err(Errno::INVAL | Errno::NOSYS))
+        {
             return Err(Error::UnsupportedWait {
                 queue: "counter",
                 requested: wait_obj,

@@ -55,3 +55,12 @@ pub(crate) fn counts_in_32_bits(provider: &str) -> bool {
 pub(crate) fn counter_fd_fills_up(provider: &str) -> bool {
     provider == "sockets"
 }
+
+/// Whether the provider's counters honour `FI_CNTR_EVENTS_BYTES`: only cxi
+/// reads `events` (`prov/cxi/src/cxip_cntr.c` 816 in 1.22); libfabric's
+/// util counters never look at it and count completions
+/// (`ofi_check_cntr_attr`, `prov/util/src/util_cntr.c` 39-70 in 1.22).
+#[cfg(libfabric_cntr_events_bytes)]
+pub(crate) fn counts_bytes(provider: &str) -> bool {
+    provider.contains("cxi")
+}

@@ -588,12 +588,16 @@ impl<F: Format> std::fmt::Debug for AsyncCompletionQueue<F> {
 /// A [`Counter`] waited on with `.await`. Must be created inside a tokio
 /// runtime.
 ///
-/// Where the counter has a wait fd, [`wait_for`](Self::wait_for) runs the
-/// loop of the other async queues: read the count, `fi_trywait`, wait for
-/// the fd to become readable, read again. libfabric's util counters (tcp,
-/// rxm, rxd, shm) and this crate's sockets counters have no wait fd (see
-/// the [`cntr`](crate::cntr#providers) module), so there the wait runs in
-/// [`Counter::wait`] on tokio's blocking pool, in slices of at most 100 ms.
+/// [`wait_for`](Self::wait_for) waits in [`Counter::wait`] on tokio's
+/// blocking pool, in slices of at most 100 ms, reading the count between
+/// them. Not on the counter's wait fd, as the other async queues do: no
+/// provider gives counters one (libfabric's util counters answer
+/// `FI_GETWAIT` with `-FI_ENOSYS`, and this crate refuses sockets'
+/// `FI_WAIT_FD` counters: see the [`cntr`](crate::cntr#providers) module),
+/// and tcp's `fi_trywait` from 1.18 on does not look at a counter at all
+/// (`xnet_trywait`, `prov/tcp/src/xnet_progress.c` 1645-1654 in 1.22: "the
+/// user must read the counter before and after"), so a fd loop would need
+/// a second read that no provider could test.
 ///
 /// ```
 /// use libfabric::prelude::*;
@@ -611,22 +615,15 @@ impl<F: Format> std::fmt::Debug for AsyncCompletionQueue<F> {
 /// ```
 pub struct AsyncCounter {
     counter: Counter,
-    /// The counter's wait fd, registered; `None` where it has none.
-    fd: Option<AsyncFd<OwnedFd>>,
-    fabric: SendPtr<sys::fid_fabric>,
-    fid: SendPtr<sys::fid>,
 }
 
 impl AsyncCounter {
-    /// Registers the counter's wait fd with the current tokio reactor,
-    /// where it has one.
+    /// Wraps the counter.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] outside a tokio runtime;
     /// [`Error::WrongWaitMode`] for a counter that cannot block
-    /// (`FI_WAIT_NONE`, `FI_WAIT_SET`: shm's counters); [`Error::State`]
-    /// in a runtime without its I/O driver, for a counter with a wait fd;
-    /// the registration's errors.
+    /// (`FI_WAIT_NONE`, `FI_WAIT_SET`: shm's counters).
     pub fn new(counter: Counter) -> Result<Self> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(Error::InvalidArgument(
@@ -641,19 +638,7 @@ impl AsyncCounter {
                 actual,
             });
         }
-        let fd = match counter.wait_fd() {
-            Ok(_) => Some(register(&counter)?),
-            Err(Error::Unsupported { .. } | Error::WrongWaitMode { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        let fabric = SendPtr(counter.inner.domain.fabric.fid.as_ptr());
-        let fid = SendPtr(counter.inner.fid.fid());
-        Ok(AsyncCounter {
-            counter,
-            fd,
-            fabric,
-            fid,
-        })
+        Ok(AsyncCounter { counter })
     }
 
     /// The counter.
@@ -662,7 +647,7 @@ impl AsyncCounter {
         &self.counter
     }
 
-    /// The counter, its wait fd no longer registered with the reactor.
+    /// The counter.
     #[must_use]
     pub fn into_inner(self) -> Counter {
         self.counter
@@ -672,18 +657,16 @@ impl AsyncCounter {
     /// read then.
     ///
     /// # Cancel safety
-    /// Cancel safe: it only reads the counter. Where the wait runs on the
-    /// blocking pool (no wait fd), a cancelled wait's blocking part ends
-    /// within its slice (100 ms) and holds a handle of the counter until
-    /// then, so a [`Counter::close`] right after may still see
-    /// [`Error::InUse`].
+    /// Cancel safe: it only reads the counter. A cancelled wait's blocking
+    /// part ends within its slice (100 ms) and holds a handle of the
+    /// counter until then, so a [`Counter::close`] right after may still
+    /// see [`Error::InUse`].
     ///
     /// # Errors
     /// [`Error::CounterError`] when the error count changed since the call
     /// began; the errors of [`Counter::read`] and [`Counter::wait`];
-    /// [`Error::Call`] when `fi_trywait` fails; [`Error::System`] when
-    /// waiting for the wait fd fails; [`Error::State`] when the blocking
-    /// pool's task could not run (the runtime shut down).
+    /// [`Error::State`] when the blocking pool's task could not run (the
+    /// runtime shut down).
     pub async fn wait_for(&self, threshold: u64) -> Result<u64> {
         const SLICE: std::time::Duration = std::time::Duration::from_millis(100);
         let errors = self.counter.read_err()?;
@@ -701,29 +684,18 @@ impl AsyncCounter {
                     errors: now,
                 });
             }
-            match &self.fd {
-                Some(fd) => {
-                    let progress = Some(&self.counter.inner.lifecycle);
-                    let poison = Some(&self.counter.inner.wait_poisoned);
-                    wait_ready(fd, &self.fabric, &self.fid, None, progress, poison).await?;
-                }
-                None => {
-                    let counter = self.counter.clone();
-                    let waited =
-                        tokio::task::spawn_blocking(move || counter.wait(threshold, Some(SLICE)))
-                            .await
-                            .map_err(|_| Error::State {
-                                call: "AsyncCounter::wait_for",
-                                reason:
-                                    "the blocking wait did not run (the runtime is shutting down)",
-                            })?;
-                    match waited {
-                        // Counted by the loop's read; an error count change
-                        // is told apart there too, against this call's start.
-                        Ok(()) | Err(Error::TimedOut { .. } | Error::CounterError { .. }) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
+            let counter = self.counter.clone();
+            let waited = tokio::task::spawn_blocking(move || counter.wait(threshold, Some(SLICE)))
+                .await
+                .map_err(|_| Error::State {
+                    call: "AsyncCounter::wait_for",
+                    reason: "the blocking wait did not run (the runtime is shutting down)",
+                })?;
+            match waited {
+                // Counted by the loop's read; an error count change is
+                // told apart there too, against this call's start.
+                Ok(()) | Err(Error::TimedOut { .. } | Error::CounterError { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
     }
@@ -733,7 +705,6 @@ impl std::fmt::Debug for AsyncCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncCounter")
             .field("counter", &self.counter)
-            .field("wait_fd", &self.fd.is_some())
-            .finish_non_exhaustive()
+            .finish()
     }
 }
