@@ -153,12 +153,12 @@ impl CntrAttr {
     /// The wait object. A raw value given as [`WaitObj::Other`] is taken
     /// as the variant libfabric names it by; one libfabric does not name,
     /// `FI_WAIT_YIELD` (whose util waits ignore their timeout), and
-    /// `FI_WAIT_FD` on sockets are refused when the counter is opened.
-    /// sockets writes a byte into a blocking socket pair for every count
-    /// of an `FI_WAIT_FD` counter and reads them only in a wait set's
-    /// `fi_wait` (`sock_wait_signal`, `prov/sockets/src/sock_wait.c`
-    /// 187-200, `sock_wait_init` 88-101 in 1.17): a few hundred counts
-    /// nobody drained blocked its progress thread for good.
+    /// `FI_WAIT_FD` or `FI_WAIT_SET` on sockets are refused when the
+    /// counter is opened. sockets writes a byte into a blocking socket
+    /// pair for every count of such a counter and reads them only in a wait
+    /// set's `fi_wait` (`sock_wait_signal`, `prov/sockets/src/sock_wait.c`
+    /// 187-200, `sock_wait_init` 88-101 in 1.17): the 280th count nobody
+    /// drained blocked its progress for good (measured).
     #[must_use]
     pub fn wait(mut self, wait_obj: WaitObj) -> Self {
         self.wait_obj = Some(wait_obj.normalized());
@@ -174,6 +174,11 @@ impl CntrAttr {
     }
 }
 
+/// A counter's shared state. Counters bound to memory regions
+/// (`fi_mr_bind` with `FI_REMOTE_WRITE`/`FI_REMOTE_READ`, for
+/// `FI_RMA_EVENT`) are not offered yet; a memory region that binds one
+/// holds an `Arc` of this, as endpoints do (`ep::Bound::cntrs`), so that
+/// [`Counter::close`] stays [`Error::InUse`] while it is bound.
 pub(crate) struct CntrInner {
     pub(crate) fid: OwnedFid<sys::fid_cntr>,
     pub(crate) domain: Arc<DomainInner>,
@@ -263,8 +268,9 @@ impl Counter {
     /// # Errors
     /// [`Error::UnsupportedWait`] for a wait object libfabric does not
     /// name, `FI_WAIT_YIELD` (also as shm's resolution of
-    /// `FI_WAIT_UNSPEC`), `FI_WAIT_FD` on sockets, `FI_WAIT_SET` without a
-    /// wait set (or on rxm, rxd or shm), or one the provider refuses;
+    /// `FI_WAIT_UNSPEC`), `FI_WAIT_FD` or `FI_WAIT_SET` on sockets,
+    /// `FI_WAIT_SET` without a wait set (or on rxm, rxd or shm), or one the
+    /// provider refuses;
     /// [`Error::ForeignObject`] for a wait set of another fabric;
     /// [`Error::Unsupported`] for `CntrEvents::Bytes` on a provider that
     /// does not count bytes; [`Error::Call`] when `fi_cntr_open` fails.
@@ -307,11 +313,13 @@ impl Counter {
                 reason: "rxm, rxd and shm leave a closed endpoint's callbacks in a wait set (a wait then reads freed memory)",
             });
         }
-        if wait_obj == WaitObj::Fd && crate::quirks::counter_fd_fills_up(provider) {
+        if matches!(wait_obj, WaitObj::Fd | WaitObj::Set)
+            && crate::quirks::counter_fd_fills_up(provider)
+        {
             return Err(Error::UnsupportedWait {
                 queue: "counter",
-                requested: WaitObj::Fd,
-                reason: "sockets writes a byte per count into a blocking socket pair that only a wait set's fi_wait drains: its progress blocked for good after a few hundred counts",
+                requested: wait_obj,
+                reason: "sockets writes a byte per count into a blocking socket pair that only a wait set's fi_wait drains: its progress blocked for good after 279 counts",
             });
         }
         let mut raw_attr = sys::fi_cntr_attr {

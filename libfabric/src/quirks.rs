@@ -45,7 +45,7 @@ pub(crate) fn counts_in_32_bits(provider: &str) -> bool {
     provider == "sockets"
 }
 
-/// Whether an `FI_WAIT_FD` counter of the provider writes a byte per count
+/// Whether an `FI_WAIT_FD` (or `FI_WAIT_SET`) counter of the provider writes a byte per count
 /// into a blocking socket pair that only a wait set's `fi_wait` drains:
 /// sockets (`sock_wait_signal`, `prov/sockets/src/sock_wait.c` 187-200;
 /// only the read end is made non-blocking, `sock_wait_init` 88-101; the

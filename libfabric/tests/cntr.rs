@@ -298,7 +298,7 @@ fn a_counter_without_a_wait_object_is_refused_by_every_wait() {
 
 #[test]
 fn wait_objects_the_crate_cannot_use_are_refused() {
-    let (_f, domain, _) = fabric_domain();
+    let (fabric, domain, _) = fabric_domain();
     for wait in [
         WaitObj::Yield,
         WaitObj::Other(5),
@@ -723,4 +723,46 @@ fn byte_counters_are_refused_where_the_provider_counts_completions() {
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
     let c = Counter::open(&domain, &CntrAttr::new().events(CntrEvents::Completions)).unwrap();
     c.close().unwrap();
+}
+
+#[test]
+fn a_counter_on_a_wait_set_signals_it() {
+    use libfabric::wait::WaitSet;
+    let (fabric, domain, _) = fabric_domain();
+    let set = match WaitSet::open(&fabric, WaitObj::Fd) {
+        Ok(set) => set,
+        Err(e) => return skip(&format!("no FD wait set ({e})")),
+    };
+    let c = match Counter::open(&domain, &CntrAttr::new().wait_set(&set)) {
+        Ok(c) => c,
+        Err(Error::UnsupportedWait { reason, .. }) => {
+            let p = provider();
+            assert!(
+                p.contains("ofi_rxm") || p.contains("ofi_rxd") || p == "shm" || p == "sockets",
+                "{reason}"
+            );
+            return skip(&format!("no counters on a wait set ({reason})"));
+        }
+        Err(e) => panic!("a counter on a wait set: {e}"),
+    };
+    assert_eq!(c.wait_obj(), WaitObj::Set);
+    let e = c.wait(1, Some(Duration::ZERO)).unwrap_err();
+    assert!(
+        matches!(e, Error::WrongWaitMode { .. }),
+        "wait on the set instead: {e}"
+    );
+    assert!(!set.wait(Some(Duration::from_millis(20))).unwrap(), "idle");
+    c.add(1).unwrap();
+    assert!(set.wait(Some(TEN_S)).unwrap(), "signaled by the add");
+    // The set holds the counter's progress lock while it waits; the
+    // counter keeps the set open.
+    let (set, e) = set.close().unwrap_err();
+    assert!(matches!(e, Error::InUse { .. }), "{e}");
+    c.close().unwrap();
+    set.close().expect("closes once its counter is gone");
+    // A set of another fabric is refused.
+    let (f2, _) = common::fabric();
+    let other = WaitSet::open(&f2, WaitObj::Fd).unwrap();
+    let e = Counter::open(&domain, &CntrAttr::new().wait_set(&other)).unwrap_err();
+    assert!(matches!(e, Error::ForeignObject { .. }), "{e}");
 }
