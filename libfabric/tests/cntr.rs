@@ -310,6 +310,11 @@ fn wait_objects_the_crate_cannot_use_are_refused() {
             other => panic!("{wait:?}: {other:?}"),
         }
     }
+    if provider() == "sockets" {
+        let set = libfabric::wait::WaitSet::open(&fabric, WaitObj::Fd).unwrap();
+        let e = Counter::open(&domain, &CntrAttr::new().wait_set(&set)).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedWait { .. }), "{e}");
+    }
     match (
         provider().as_str(),
         Counter::open(&domain, &CntrAttr::new().wait(WaitObj::Fd)),
