@@ -477,8 +477,8 @@ fn poison_waits(cqs: &[Option<(Arc<CqInner>, CqBind)>; 2], cntrs: &[(Arc<CntrInn
 }
 
 /// An active endpoint. Cloning gives another handle. It keeps its domain
-/// and every EQ, CQ and AV bound to it open, so they cannot be closed
-/// first (which fi_close(3) would refuse with `-FI_EBUSY`).
+/// and every EQ, CQ, counter and AV bound to it open, so they cannot be
+/// closed first (which fi_close(3) would refuse with `-FI_EBUSY`).
 ///
 /// # What is checked before each call
 /// The providers do not check that an endpoint is ready for a call, and
@@ -486,7 +486,7 @@ fn poison_waits(cqs: &[Option<(Arc<CqInner>, CqBind)>; 2], cntrs: &[(Arc<CntrInn
 /// `fi_accept` use the bound EQ, its transfers the bound CQs; rxm and rxd
 /// index their address tables with the address given). So, before the C
 /// call: binds only before [`enable`](Self::enable), each kind once, of
-/// objects of the same domain (CQ, AV) or fabric (EQ); `enable` needs an
+/// objects of the same domain (CQ, counter, AV) or fabric (EQ); `enable` needs an
 /// event queue (connected endpoints) or an address vector
 /// (connectionless ones); transfers need the endpoint enabled, a CQ bound
 /// for their direction, the capability (`FI_MSG` for sends and receives,

@@ -196,7 +196,8 @@ pub trait Waitable: sealed::Sealed {
         None
     }
     /// The lock that a call running the provider's progress on this queue
-    /// holds shared (a completion queue's: see `CqInner::lifecycle`).
+    /// holds shared (a completion queue's or a counter's: see
+    /// `CqInner::lifecycle`).
     /// Only the crate can call it (the token): a lock held from outside
     /// could keep an endpoint's close waiting.
     #[doc(hidden)]
