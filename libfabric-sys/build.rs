@@ -77,6 +77,12 @@ fn publish_header_version(bindings: &str) {
     };
     println!("cargo:header_major={}", value("FI_MAJOR_VERSION"));
     println!("cargo:header_minor={}", value("FI_MINOR_VERSION"));
+    // Enumerators some headers have and others lack, by presence.
+    let has = |name: &str| bindings.contains(&format!("pub const {name}:"));
+    println!(
+        "cargo:cntr_events_bytes={}",
+        u8::from(has("FI_CNTR_EVENTS_BYTES"))
+    );
 }
 
 /// Gives untyped `#define`s the types the C API uses them with, by rule

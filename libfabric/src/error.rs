@@ -409,6 +409,27 @@ pub enum Error {
         /// The completion flags of the failed operation.
         flags: crate::cq::CompletionFlags,
     },
+    /// A counter wait ended because the counter's error count changed
+    /// while it waited (`-FI_EAVAIL`): an operation the counter counts
+    /// completed in error, or [`Counter::add_err`](crate::Counter::add_err)
+    /// or [`set_err`](crate::Counter::set_err) was called.
+    #[error("{call}: the counter's error count changed while waiting (now {errors})")]
+    CounterError {
+        /// The call that waited.
+        call: &'static str,
+        /// The error count when the wait ended.
+        errors: u64,
+    },
+    /// The provider does not offer what the call needs (for example a
+    /// wait fd of a counter: libfabric's util counters answer
+    /// `FI_GETWAIT` with `-FI_ENOSYS`).
+    #[error("{call}: {reason}")]
+    Unsupported {
+        /// The call that was refused.
+        call: &'static str,
+        /// What the provider lacks.
+        reason: &'static str,
+    },
     /// A blocking call's timeout passed with nothing to return.
     #[error("{call}: the timeout passed")]
     TimedOut {
@@ -475,6 +496,8 @@ pub enum ObjectKind {
     EventQueue,
     /// A [`CompletionQueue`](crate::CompletionQueue).
     CompletionQueue,
+    /// A [`Counter`](crate::Counter).
+    Counter,
     /// An [`AddressVector`](crate::AddressVector).
     AddressVector,
     /// A [`WaitSet`](crate::wait::WaitSet).
@@ -494,6 +517,7 @@ impl fmt::Display for ObjectKind {
             ObjectKind::Domain => "domain",
             ObjectKind::EventQueue => "event queue",
             ObjectKind::CompletionQueue => "completion queue",
+            ObjectKind::Counter => "counter",
             ObjectKind::AddressVector => "address vector",
             ObjectKind::WaitSet => "wait set",
             ObjectKind::PollSet => "poll set",
