@@ -272,7 +272,8 @@ impl Counter {
     /// `FI_WAIT_SET` without a wait set (or on rxm, rxd or shm), or one the
     /// provider refuses;
     /// [`Error::ForeignObject`] for a wait set of another fabric;
-    /// [`Error::Unsupported`] for `CntrEvents::Bytes` on a provider that
+    /// [`Error::Unsupported`] on a provider without counters (verbs: use
+    /// `verbs;ofi_rxm`), and for `CntrEvents::Bytes` on a provider that
     /// does not count bytes; [`Error::Call`] when `fi_cntr_open` fails.
     #[doc(alias = "fi_cntr_open")]
     pub fn open(domain: &Domain, attr: &CntrAttr) -> Result<Self> {
@@ -354,6 +355,15 @@ impl Counter {
                 queue: "counter",
                 requested: wait_obj,
                 reason: "the provider refused it (fi_cntr_open returned -FI_EINVAL or -FI_ENOSYS)",
+            });
+        }
+        if matches!(classify(ret), Err(Errno::NOSYS | Errno::OPNOTSUPP)) {
+            // verbs has no counters: `.cntr_open = fi_no_cntr_open`
+            // (`prov/verbs/src/verbs_domain.c` 290 in 1.22); its RDM
+            // endpoints have them through ofi_rxm (`verbs;ofi_rxm`).
+            return Err(Error::Unsupported {
+                call: "fi_cntr_open",
+                reason: "the provider has no counters (verbs has them only through ofi_rxm)",
             });
         }
         let fid = OwnedFid::opened("fi_cntr_open", ret, raw)?;

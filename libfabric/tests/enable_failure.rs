@@ -33,7 +33,13 @@ fn a_queue_whose_endpoint_failed_to_enable_is_not_read_until_it_is_closed() {
 }
 
 fn counter(fabric: &Fabric, domain: &Domain, info: &Info) {
-    let c = Counter::open(domain, &CntrAttr::new()).unwrap();
+    let c = match Counter::open(domain, &CntrAttr::new()) {
+        Ok(c) => c,
+        Err(e @ Error::Unsupported { .. }) if provider() == "verbs" => {
+            return println!("provider verbs: no counters ({e})");
+        }
+        Err(e) => panic!("fi_cntr_open: {e}"),
+    };
     let cq = CompletionQueue::<Msg>::open(domain, &CqAttr::new()).unwrap();
     let ep = Endpoint::open(domain, info).unwrap();
     let _av = if info.ep_type() == EpType::Msg {

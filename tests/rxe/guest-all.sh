@@ -97,6 +97,16 @@ part "libfabric on verbs" env LIBFABRIC_TEST_PROVIDER=verbs \
     LIBFABRIC_TEST_NODE="${RXE_ADDRS%%,*}" FI_UNIVERSE_SIZE=64 \
     "$here/run-binaries.sh" "${libfabric[@]}"
 
+# Counters: verbs has none (its open is a typed error, checked above);
+# verbs;ofi_rxm has libfabric's util counters, tested here over rxe0.
+cntr_bins=()
+for b in "${libfabric[@]}"; do
+    [[ ${b##*/} == cntr-* ]] && cntr_bins+=("$b")
+done
+part "libfabric counters on verbs;ofi_rxm" env LIBFABRIC_TEST_PROVIDER='verbs;ofi_rxm' \
+    LIBFABRIC_TEST_NODE="${RXE_ADDRS%%,*}" FI_UNIVERSE_SIZE=64 \
+    "$here/run-binaries.sh" "${cntr_bins[@]}"
+
 # Soft-iWARP: the same libfabric suite on the verbs provider over siw0
 # (iWARP connects only through rdma_cm; the suite asserts the differences
 # where LIBFABRIC_TEST_IWARP is set).
