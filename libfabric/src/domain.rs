@@ -13,6 +13,10 @@ pub(crate) struct DomainInner {
     pub(crate) fid: OwnedFid<sys::fid_domain>,
     pub(crate) info: Info,
     pub(crate) fabric: Arc<FabricInner>,
+    /// Whether the provider gave the domain an `FI_WAIT_FD` completion
+    /// queue (counter) before (see `wait::open_with_default_wait`).
+    pub(crate) fd_cqs: std::sync::atomic::AtomicBool,
+    pub(crate) fd_counters: std::sync::atomic::AtomicBool,
 }
 
 /// An open domain. It keeps its fabric open.
@@ -85,6 +89,8 @@ impl Domain {
                 fid,
                 info,
                 fabric: fabric.inner.clone(),
+                fd_cqs: std::sync::atomic::AtomicBool::new(false),
+                fd_counters: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
