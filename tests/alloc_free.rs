@@ -1,7 +1,8 @@
 //! The steady state of the safe API allocates nothing: after a warm-up,
 //! reading event and completion queues (empty or not), writing events,
 //! `fi_trywait`, `Waiter::wait`, posting sends and receives and reclaiming
-//! their buffers make zero heap allocations, counted by a global allocator.
+//! their buffers, and a counter's reads, adds and waits make zero heap
+//! allocations, counted by a global allocator.
 //!
 //! The allocator counts the allocations of the calling thread only, so the
 //! test harness's other threads do not disturb the count. (libfabric's own C
@@ -14,8 +15,8 @@ use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType, Info};
 use libfabric::wait::{trywait, TryWait, WaitObj, Waiter, Wake};
 use libfabric::{
-    getinfo, Buffer, BufferPool, CompletionQueue, Domain, Endpoint, EventQueue, Fabric, Hints,
-    PassiveEndpoint,
+    getinfo, Buffer, BufferPool, CntrAttr, CompletionQueue, Counter, Domain, Endpoint, EventQueue,
+    Fabric, Hints, PassiveEndpoint,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -280,6 +281,23 @@ fn completions_posts_and_reclaims_allocate_nothing() {
     };
     (0..WARM_UP).for_each(&mut step);
     assert_eq!(allocations(|| (0..N).for_each(&mut step)), 0);
+}
+
+#[test]
+fn counter_calls_allocate_nothing() {
+    let (_fabric, domain) = fabric();
+    let counter = Counter::open(&domain, &CntrAttr::new()).unwrap();
+    let mut step = |i: usize| {
+        counter.add(1).unwrap();
+        assert_eq!(counter.read().unwrap(), i as u64 + 1);
+        assert_eq!(counter.read_err().unwrap(), 0);
+        counter.wait(i as u64 + 1, Some(Duration::ZERO)).unwrap();
+    };
+    (0..WARM_UP).for_each(&mut step);
+    assert_eq!(
+        allocations(|| (WARM_UP..WARM_UP + N).for_each(&mut step)),
+        0
+    );
 }
 
 #[test]
