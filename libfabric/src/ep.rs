@@ -1511,3 +1511,6 @@ impl fmt::Debug for Endpoint {
             .finish()
     }
 }
+
+// RMA posts (`fi_rma(3)`): their own `impl Endpoint` block.
+mod rma;

@@ -415,6 +415,16 @@ pub enum Error {
         /// The call that waited.
         call: &'static str,
     },
+    /// The provider or the domain does not offer what the call needs, or
+    /// this crate does not wrap it (for example memory registration keys
+    /// longer than 8 bytes).
+    #[error("{call}: not supported: {what}")]
+    Unsupported {
+        /// The call that was refused.
+        call: &'static str,
+        /// What is not supported, and why.
+        what: &'static str,
+    },
 }
 
 impl Error {
@@ -513,7 +523,9 @@ impl From<Error> for io::Error {
             | Error::ForeignObject { .. }
             | Error::State { .. }
             | Error::TooLarge { .. } => io::ErrorKind::InvalidInput,
-            Error::MissingCapability { .. } => io::ErrorKind::Unsupported,
+            Error::MissingCapability { .. } | Error::Unsupported { .. } => {
+                io::ErrorKind::Unsupported
+            }
             Error::OutOfMemory { .. } => io::ErrorKind::OutOfMemory,
             Error::UnsupportedWait { .. } | Error::RuntimeTooOld { .. } => {
                 io::ErrorKind::Unsupported

@@ -236,6 +236,7 @@ pub mod error;
 pub mod fabric;
 mod fid;
 pub mod info;
+pub mod mr;
 pub mod pep;
 pub mod poll;
 #[doc = include_str!("preconditions.md")]
@@ -257,6 +258,7 @@ pub use eq::EventQueue;
 pub use error::{Errno, Error, Handback, ObjectKind, Result};
 pub use fabric::Fabric;
 pub use info::{getinfo, Hints, Info};
+pub use mr::{MemoryRegion, MrAccess, RemoteRegion};
 pub use pep::PassiveEndpoint;
 
 /// The raw bindings this crate is built on.
