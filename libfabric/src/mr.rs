@@ -131,7 +131,7 @@ pub(crate) unsafe fn register(
                    fi_mr_raw_attr), which this crate does not wrap",
         });
     }
-    if mr_mode & sys::FI_MR_RMA_EVENT as i32 != 0 {
+    if mr_mode & sys::FI_MR_RMA_EVENT != 0 {
         return Err(Error::Unsupported {
             call: "fi_mr_reg",
             what: "the domain's memory registration mode has FI_MR_RMA_EVENT (regions bound to \
@@ -141,7 +141,7 @@ pub(crate) unsafe fn register(
     // Without FI_MR_PROV_KEY the application chooses the keys, and they
     // must be unique within the domain (fi_mr(3)); with it the provider
     // ignores the requested key.
-    let requested_key = if mr_mode & sys::FI_MR_PROV_KEY as i32 != 0 {
+    let requested_key = if mr_mode & sys::FI_MR_PROV_KEY != 0 {
         0
     } else {
         let key = domain.next_key.fetch_add(1, Ordering::Relaxed);
@@ -186,7 +186,7 @@ pub(crate) unsafe fn register(
             what: "the provider has no 64-bit key for the region (raw keys)",
         });
     }
-    let remote_base = if mr_mode & sys::FI_MR_VIRT_ADDR as i32 != 0 {
+    let remote_base = if mr_mode & sys::FI_MR_VIRT_ADDR != 0 {
         addr as u64
     } else {
         0
@@ -515,6 +515,9 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// # Errors
     /// [`Error::Call`] when `fi_close` fails: the region comes back with
     /// the error, still registered.
+    // The region itself comes back on failure (still registered, it must
+    // not be lost): a large error variant, on a cold path.
+    #[allow(clippy::result_large_err)]
     pub fn into_inner(self) -> std::result::Result<M, (Self, Error)> {
         let mut this = ManuallyDrop::new(self);
         if let Err(e) = this.reg.mr.close() {
@@ -536,6 +539,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// # Errors
     /// As [`into_inner`](Self::into_inner): the region comes back with the
     /// error.
+    #[allow(clippy::result_large_err)]
     pub fn close(self) -> crate::error::Handback<Self> {
         self.into_inner().map(drop)
     }
