@@ -111,8 +111,22 @@ impl Endpoint {
     /// let pool = a.buffer_pool(1, 64)?;
     /// let mut buf = pool.take().unwrap();
     /// buf[..5].copy_from_slice(b"hello");
-    /// a.endpoint().write(buf, 5, &remote, 8, to_b).map_err(|(_, e)| e)?;
-    /// let done = a.wait_one(&pool, None)?; // the write's completion: the buffer is back
+    /// // rxm connects on first use: FI_EAGAIN until then, with the buffer
+    /// // handed back; reading the queues makes progress.
+    /// while let Err((back, e)) = a.endpoint().write(buf, 5, &remote, 8, to_b) {
+    ///     assert!(e.is_again(), "{e}");
+    ///     buf = back;
+    ///     let _ = a.cq().read(&mut [Default::default()])?;
+    ///     let _ = b.cq().read(&mut [Default::default()])?;
+    /// }
+    /// let done = loop {
+    ///     // the write's completion: the buffer is back
+    ///     match a.wait_one(&pool, Some(std::time::Duration::from_millis(1))) {
+    ///         Err(libfabric::Error::TimedOut { .. }) => {}
+    ///         done => break done?,
+    ///     }
+    ///     let _ = b.cq().read(&mut [Default::default()])?;
+    /// };
     /// assert!(done.flags.contains(CompletionFlags::WRITE));
     /// // Progress b (rxm progresses the target's side as its queue is read).
     /// let mut seen = [0u8; 5];
