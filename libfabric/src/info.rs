@@ -682,6 +682,12 @@ impl InfoEntry {
         self.domain_attr().map_or(0, |a| a.mr_key_size)
     }
 
+    /// Most iovecs one memory region may cover (`domain_attr->mr_iov_limit`).
+    #[must_use]
+    pub fn mr_iov_limit(&self) -> usize {
+        self.domain_attr().map_or(0, |a| a.mr_iov_limit)
+    }
+
     /// Bytes of remote CQ data the domain carries.
     #[must_use]
     pub fn cq_data_size(&self) -> usize {

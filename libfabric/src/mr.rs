@@ -21,6 +21,9 @@
 //! Every RMA call of [`Endpoint`](crate::Endpoint) takes an offset into
 //! the remote region and a length, checked against it before the call.
 //!
+//! Several buffers can be one region (`Vec<Vec<u8>>`, `fi_mr_regv`), and
+//! registration can go through `fi_mr_regattr` ([`MemoryRegion::register_attr`]).
+//!
 //! One registration mechanism serves regions and
 //! [`BufferPool`](crate::BufferPool)s: the domain's `mr_mode` decides who
 //! chooses keys (`FI_MR_PROV_KEY`: the provider; else a key unique within
@@ -111,13 +114,51 @@ pub(crate) unsafe fn register(
     len: usize,
     access: MrAccess,
 ) -> Result<Registration> {
+    // SAFETY: the caller's contract, for the one iovec.
+    unsafe { register_iov(domain, &[(addr, len)], access, Call::Reg) }
+}
+
+/// Which registration call: `fi_mr_reg` (one iovec), `fi_mr_regv`, or
+/// `fi_mr_regattr` with `FI_HMEM_SYSTEM`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    Reg,
+    RegAttr,
+}
+
+/// [`register`] of several iovecs as one region: `fi_mr_regv` (or
+/// `fi_mr_reg` for one), or `fi_mr_regattr` when `call` says so.
+///
+/// # Safety
+/// Each `(addr, len)` must be valid for reads and writes of `len` bytes
+/// until the returned MR is closed.
+pub(crate) unsafe fn register_iov(
+    domain: &Arc<DomainInner>,
+    iov: &[(*mut u8, usize)],
+    access: MrAccess,
+    call: Call,
+) -> Result<Registration> {
     let info = &domain.info;
     let mr_mode = info.mr_mode();
-    if len == 0 {
+    let name = match (call, iov.len()) {
+        (Call::RegAttr, _) => "fi_mr_regattr",
+        (Call::Reg, 1) => "fi_mr_reg",
+        (Call::Reg, _) => "fi_mr_regv",
+    };
+    if iov.is_empty() || iov.iter().any(|&(_, len)| len == 0) {
         return Err(Error::InvalidArgument(
-            "a memory region needs at least one byte".into(),
+            "a memory region needs at least one byte in each of at least one iovec".into(),
         ));
     }
+    let limit = info.mr_iov_limit().max(1);
+    if iov.len() > limit {
+        return Err(Error::TooLarge {
+            what: "iovecs of one memory region (domain mr_iov_limit)",
+            limit,
+            given: iov.len(),
+        });
+    }
+    let (addr, _) = iov[0];
     if access.is_empty() {
         return Err(Error::InvalidArgument(
             "a memory region needs at least one access flag (MrAccess)".into(),
@@ -126,14 +167,14 @@ pub(crate) unsafe fn register(
     let key_size = info.mr_key_size();
     if key_size > 8 {
         return Err(Error::Unsupported {
-            call: "fi_mr_reg",
+            call: name,
             what: "the domain's memory registration keys are longer than 8 bytes (raw keys, \
                    fi_mr_raw_attr), which this crate does not wrap",
         });
     }
     if mr_mode & sys::FI_MR_RMA_EVENT != 0 {
         return Err(Error::Unsupported {
-            call: "fi_mr_reg",
+            call: name,
             what: "the domain's memory registration mode has FI_MR_RMA_EVENT (regions bound to \
                    counters and enabled), which this crate does not wrap",
         });
@@ -154,26 +195,60 @@ pub(crate) unsafe fn register(
         }
         key
     };
+    let iovecs: Vec<libc::iovec> = iov
+        .iter()
+        .map(|&(base, len)| libc::iovec {
+            iov_base: base.cast(),
+            iov_len: len,
+        })
+        .collect();
     let mut mr = ptr::null_mut();
-    // SAFETY: fi_mr_reg(3) on an open domain: the caller keeps `addr`
-    // valid for `len` bytes until the MR is closed; `access` holds only
-    // FI_* access bits; offset and flags are 0; the requested key is
-    // unique within the domain (or ignored under FI_MR_PROV_KEY); no
-    // context.
+    // SAFETY: fi_mr_reg(3) / fi_mr_regv / fi_mr_regattr on an open domain:
+    // the caller keeps every iovec valid until the MR is closed; their
+    // count is within mr_iov_limit; `access` holds only FI_* access bits;
+    // offset and flags are 0; the requested key is unique within the
+    // domain (or ignored under FI_MR_PROV_KEY); no context. The iovec
+    // array and the attribute are read during the call only. The
+    // attribute is zeroed first, so the members of later versions are
+    // their defaults, and its iface is FI_HMEM_SYSTEM (0): host memory.
     let ret = unsafe {
-        sys::fi_mr_reg(
-            domain.fid.as_ptr(),
-            addr.cast_const().cast(),
-            len,
-            access.bits(),
-            0,
-            requested_key,
-            0,
-            &mut mr,
-            ptr::null_mut(),
-        )
+        match (call, iovecs.len()) {
+            (Call::RegAttr, _) => {
+                let attr = sys::fi_mr_attr {
+                    mr_iov: iovecs.as_ptr().cast(),
+                    iov_count: iovecs.len(),
+                    access: access.bits(),
+                    requested_key,
+                    iface: sys::FI_HMEM_SYSTEM,
+                    ..Default::default()
+                };
+                sys::fi_mr_regattr(domain.fid.as_ptr(), &attr, 0, &mut mr)
+            }
+            (Call::Reg, 1) => sys::fi_mr_reg(
+                domain.fid.as_ptr(),
+                iovecs[0].iov_base.cast_const(),
+                iovecs[0].iov_len,
+                access.bits(),
+                0,
+                requested_key,
+                0,
+                &mut mr,
+                ptr::null_mut(),
+            ),
+            (Call::Reg, count) => sys::fi_mr_regv(
+                domain.fid.as_ptr(),
+                iovecs.as_ptr().cast(),
+                count,
+                access.bits(),
+                0,
+                requested_key,
+                0,
+                &mut mr,
+                ptr::null_mut(),
+            ),
+        }
     };
-    let mr = OwnedFid::opened("fi_mr_reg", ret, mr)?;
+    let mr = OwnedFid::opened(name, ret, mr)?;
     // SAFETY: fi_mr_desc(3) on an open MR returns its local descriptor
     // (may be NULL), valid while the MR is open.
     let desc = unsafe { sys::fi_mr_desc(mr.as_ptr()) };
@@ -203,44 +278,95 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// Memory a [`MemoryRegion`] can own: bytes at an address that stays the
+/// Memory a [`MemoryRegion`] can own: bytes at addresses that stay the
 /// same, and valid, for as long as the value exists, wherever the value is
 /// moved, and that nothing else reaches while the region owns it.
 ///
 /// Sealed: implemented for `Vec<u8>` (its heap buffer; the region never
 /// changes its length or capacity), `Box<[u8]>`, and `&mut [u8]` (the
-/// borrowed bytes, exclusively borrowed for the region's life). Memory
-/// that the region owns outright (`Vec<u8>`, `Box<[u8]>`, `&'static mut
-/// [u8]`) is registered with [`MemoryRegion::register`]; memory borrowed
-/// for a shorter life only for the length of a closure, with
+/// borrowed bytes, exclusively borrowed for the region's life), each one
+/// iovec; and for `Vec<Vec<u8>>` and `Vec<Box<[u8]>>`, one iovec per
+/// element, registered as one region (`fi_mr_regv`). Memory that the
+/// region owns outright (`Vec`s, `Box`es, `&'static mut [u8]`) is
+/// registered with [`MemoryRegion::register`]; memory borrowed for a
+/// shorter life only for the length of a closure, with
 /// [`MemoryRegion::scope`]: a region forgotten with `mem::forget` would
 /// otherwise end the borrow while the memory is still registered, and a
 /// peer could write into memory freed and reused.
 pub trait RegionMemory: sealed::Sealed {
-    /// The bytes: address and length.
+    /// The bytes: address and length of each iovec.
     #[doc(hidden)]
-    fn bytes(&mut self) -> (*mut u8, usize);
+    fn iovecs(&mut self) -> Vec<(*mut u8, usize)>;
 }
 
 impl sealed::Sealed for Vec<u8> {}
 impl RegionMemory for Vec<u8> {
-    fn bytes(&mut self) -> (*mut u8, usize) {
-        (self.as_mut_ptr(), self.len())
+    fn iovecs(&mut self) -> Vec<(*mut u8, usize)> {
+        vec![(self.as_mut_ptr(), self.len())]
     }
 }
 
 impl sealed::Sealed for Box<[u8]> {}
 impl RegionMemory for Box<[u8]> {
-    fn bytes(&mut self) -> (*mut u8, usize) {
-        (self.as_mut_ptr(), self.len())
+    fn iovecs(&mut self) -> Vec<(*mut u8, usize)> {
+        vec![(self.as_mut_ptr(), self.len())]
     }
 }
 
 impl sealed::Sealed for &mut [u8] {}
 impl RegionMemory for &mut [u8] {
-    fn bytes(&mut self) -> (*mut u8, usize) {
-        (self.as_mut_ptr(), self.len())
+    fn iovecs(&mut self) -> Vec<(*mut u8, usize)> {
+        vec![(self.as_mut_ptr(), self.len())]
     }
+}
+
+// The elements' heap buffers stay where they are when the outer vector
+// moves; the region never changes the outer vector or its elements.
+impl sealed::Sealed for Vec<Vec<u8>> {}
+impl RegionMemory for Vec<Vec<u8>> {
+    fn iovecs(&mut self) -> Vec<(*mut u8, usize)> {
+        self.iter_mut().map(|v| (v.as_mut_ptr(), v.len())).collect()
+    }
+}
+
+impl sealed::Sealed for Vec<Box<[u8]>> {}
+impl RegionMemory for Vec<Box<[u8]>> {
+    fn iovecs(&mut self) -> Vec<(*mut u8, usize)> {
+        self.iter_mut().map(|v| (v.as_mut_ptr(), v.len())).collect()
+    }
+}
+
+/// The memory interface of a registration (`fi_mr_attr::iface`), for
+/// [`MemoryRegion::register_attr`]. The memory types a region owns are
+/// host memory: only [`HmemIface::System`] is registered; device
+/// interfaces are refused with [`Error::Unsupported`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HmemIface {
+    /// `FI_HMEM_SYSTEM`: host memory.
+    System,
+    /// `FI_HMEM_CUDA` on a device.
+    Cuda {
+        /// The CUDA device.
+        device: i32,
+    },
+    /// `FI_HMEM_ROCR`.
+    Rocr,
+    /// `FI_HMEM_ZE` on a device.
+    Ze {
+        /// The Level Zero device.
+        device: i32,
+    },
+    /// `FI_HMEM_NEURON` on a device.
+    Neuron {
+        /// The Neuron device.
+        device: i32,
+    },
+    /// `FI_HMEM_SYNAPSEAI` on a device.
+    SynapseAi {
+        /// The SynapseAI device.
+        device: i32,
+    },
 }
 
 /// The application's memory `M`, registered with a domain (`fi_mr_reg`).
@@ -262,7 +388,8 @@ impl RegionMemory for &mut [u8] {
 /// a write with remote CQ data, once that completion was read here).
 pub struct MemoryRegion<M: RegionMemory> {
     reg: Registration,
-    addr: *mut u8,
+    /// The iovecs, in order; reached as one range of `len` bytes.
+    iov: Box<[(*mut u8, usize)]>,
     len: usize,
     access: MrAccess,
     domain: Arc<DomainInner>,
@@ -289,7 +416,32 @@ impl<M: RegionMemory + 'static> MemoryRegion<M> {
     /// fails. The memory is dropped with the error.
     #[doc(alias = "fi_mr_reg")]
     pub fn register(domain: &Domain, memory: M, access: MrAccess) -> Result<Self> {
-        Self::new(domain, memory, access)
+        Self::new(domain, memory, access, Call::Reg)
+    }
+
+    /// `fi_mr_regattr`: [`register`](Self::register) through a
+    /// registration attribute naming the memory's interface, which must be
+    /// [`HmemIface::System`] (host memory, what `M` is).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for another interface (the memory is
+    /// dropped); as [`register`](Self::register), with `fi_mr_regattr` as
+    /// the call.
+    #[doc(alias = "fi_mr_regattr")]
+    pub fn register_attr(
+        domain: &Domain,
+        memory: M,
+        access: MrAccess,
+        iface: HmemIface,
+    ) -> Result<Self> {
+        if iface != HmemIface::System {
+            return Err(Error::Unsupported {
+                call: "fi_mr_regattr",
+                what: "device memory interfaces (FI_HMEM_CUDA, ...): the memory a region owns \
+                       is host memory (FI_HMEM_SYSTEM)",
+            });
+        }
+        Self::new(domain, memory, access, Call::RegAttr)
     }
 }
 
@@ -324,29 +476,68 @@ impl<'a> MemoryRegion<&'a mut [u8]> {
         access: MrAccess,
         f: impl FnOnce(&mut MemoryRegion<&'a mut [u8]>) -> R,
     ) -> Result<R> {
-        let mut region = Self::new(domain, memory, access)?;
+        let mut region = Self::new(domain, memory, access, Call::Reg)?;
         // The region is dropped (deregistered) here, or while f unwinds.
         Ok(f(&mut region))
     }
 }
 
 impl<M: RegionMemory> MemoryRegion<M> {
-    fn new(domain: &Domain, mut memory: M, access: MrAccess) -> Result<Self> {
-        let (addr, len) = memory.bytes();
+    fn new(domain: &Domain, mut memory: M, access: MrAccess, call: Call) -> Result<Self> {
+        let iov = memory.iovecs().into_boxed_slice();
+        let len = iov
+            .iter()
+            .try_fold(0usize, |total, &(_, len)| total.checked_add(len))
+            .ok_or(Error::TooLarge {
+                what: "bytes of a memory region",
+                limit: usize::MAX,
+                given: usize::MAX,
+            })?;
         // SAFETY: `memory` is moved into the region below and stays there
-        // (at the same address, RegionMemory's contract) until the MR is
-        // closed: by into_inner or Drop, which close it before releasing M;
-        // a borrowed M only lives in `scope`, which drops the region before
-        // the borrow ends. If registration fails, M is dropped unregistered.
-        let reg = unsafe { register(&domain.inner, addr, len, access)? };
+        // (its iovecs at the same addresses, RegionMemory's contract) until
+        // the MR is closed: by into_inner or Drop, which close it before
+        // releasing M; a borrowed M only lives in `scope`, which drops the
+        // region before the borrow ends. If registration fails, M is
+        // dropped unregistered.
+        let reg = unsafe { register_iov(&domain.inner, &iov, access, call)? };
         Ok(MemoryRegion {
             reg,
-            addr,
+            iov,
             len,
             access,
             domain: domain.inner.clone(),
             memory: ManuallyDrop::new(memory),
         })
+    }
+
+    /// The iovec and offset in it of byte `offset` of the region, and the
+    /// bytes from there to the iovec's end; `offset < len`.
+    fn locate(&self, mut offset: usize) -> (*mut u8, usize) {
+        for &(base, len) in self.iov.iter() {
+            if offset < len {
+                // SAFETY: offset < len of this iovec: within its bytes.
+                return (unsafe { base.add(offset) }, len - offset);
+            }
+            offset -= len;
+        }
+        (ptr::null_mut(), 0)
+    }
+
+    /// Calls `f` with each (pointer, length) piece of `offset..offset +
+    /// len`, which is within the region (checked by the caller).
+    fn pieces(&self, mut offset: usize, mut len: usize, mut f: impl FnMut(*mut u8, usize, usize)) {
+        let mut done = 0;
+        while len > 0 {
+            let (at, room) = self.locate(offset);
+            let n = room.min(len);
+            if n == 0 {
+                return;
+            }
+            f(at, n, done);
+            offset += n;
+            done += n;
+            len -= n;
+        }
     }
 
     /// The local descriptor (`fi_mr_desc`; may be NULL).
@@ -382,28 +573,39 @@ impl<M: RegionMemory> MemoryRegion<M> {
         }
     }
 
-    /// The whole region, as a peer addresses it: to send to the peer that
-    /// will read or write it.
+    /// The region as a peer addresses it: to send to the peer that will
+    /// read or write it. For a region of several iovecs, its first iovec
+    /// only: the providers translate and check a remote address against
+    /// the first iovec of a region (`ofi_mr_map_verify`,
+    /// `prov/util/src/util_mr_map.c` 141-153 in 1.22, used by tcp, rxm,
+    /// rxd, shm and sockets), so the rest is not reachable remotely.
     #[must_use]
     pub fn remote(&self) -> RemoteRegion {
         RemoteRegion {
             addr: self.reg.remote_base,
-            len: self.len as u64,
+            len: self.remote_len() as u64,
             key: self.reg.key,
         }
+    }
+
+    /// Bytes peers can address: the first iovec.
+    fn remote_len(&self) -> usize {
+        self.iov[0].1
     }
 
     /// Bytes `range` of the region, as a peer addresses them: a peer
     /// given it cannot (through this crate) reach the rest.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a range not within the region.
+    /// [`Error::InvalidArgument`] for a range not within what
+    /// [`remote`](Self::remote) covers.
     pub fn remote_range(&self, range: Range<usize>) -> Result<RemoteRegion> {
-        if range.start > range.end || range.end > self.len {
+        if range.start > range.end || range.end > self.remote_len() {
             return Err(Error::InvalidArgument(
                 format!(
-                    "range {range:?} is not within the memory region of {} bytes",
-                    self.len
+                    "range {range:?} is not within the {} bytes of the memory region peers \
+                     address",
+                    self.remote_len()
                 )
                 .into(),
             ));
@@ -436,14 +638,16 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// [`Error::TooLarge`] when `offset + dst.len()` is past the region.
     pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         self.check_range(offset, dst.len())?;
-        for (i, d) in dst.iter_mut().enumerate() {
-            // SAFETY: offset + i < len (checked above), within M's bytes,
-            // which the region owns. A volatile read of a byte forms no
-            // reference to memory that the provider may write at the same
-            // time for a peer's RMA (REMOTE_WRITE); a local writer needs
-            // &mut self.
-            *d = unsafe { ptr::read_volatile(self.addr.add(offset + i)) };
-        }
+        self.pieces(offset, dst.len(), |at, n, done| {
+            for (i, d) in dst[done..done + n].iter_mut().enumerate() {
+                // SAFETY: `at` has n bytes left in its iovec (pieces), within
+                // M's bytes, which the region owns. A volatile read of a
+                // byte forms no reference to memory that the provider may
+                // write at the same time for a peer's RMA (REMOTE_WRITE); a
+                // local writer needs &mut self.
+                *d = unsafe { ptr::read_volatile(at.add(i)) };
+            }
+        });
         Ok(())
     }
 
@@ -454,12 +658,14 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// [`Error::TooLarge`] when `offset + src.len()` is past the region.
     pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
         self.check_range(offset, src.len())?;
-        for (i, s) in src.iter().enumerate() {
-            // SAFETY: as in read_at; &mut self excludes every other local
-            // access, and the write forms no reference that the provider's
-            // own accesses for peers would alias.
-            unsafe { ptr::write_volatile(self.addr.add(offset + i), *s) };
-        }
+        self.pieces(offset, src.len(), |at, n, done| {
+            for (i, s) in src[done..done + n].iter().enumerate() {
+                // SAFETY: as in read_at; &mut self excludes every other
+                // local access, and the write forms no reference that the
+                // provider's own accesses for peers would alias.
+                unsafe { ptr::write_volatile(at.add(i), *s) };
+            }
+        });
         Ok(())
     }
 
@@ -468,9 +674,10 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// it, and only through `&mut self`.
     ///
     /// # Errors
-    /// [`Error::State`] for a region registered with `REMOTE_WRITE`
-    /// (use [`read_at`](Self::read_at)).
+    /// [`Error::State`] for a region registered with `REMOTE_WRITE`, or of
+    /// several iovecs (use [`read_at`](Self::read_at)).
     pub fn as_slice(&self) -> Result<&[u8]> {
+        self.one_iovec("MemoryRegion::as_slice")?;
         if self.access.contains(MrAccess::REMOTE_WRITE) {
             return Err(Error::State {
                 call: "MemoryRegion::as_slice",
@@ -482,16 +689,17 @@ impl<M: RegionMemory> MemoryRegion<M> {
         // region's: `ofi_mr_map_verify`, `prov/util/src/util_mr_map.c`
         // 186-189 in 1.17, used by tcp, rxm (through tcp), rxd, shm and
         // sockets), and local writes need &mut self.
-        Ok(unsafe { std::slice::from_raw_parts(self.addr, self.len) })
+        Ok(unsafe { std::slice::from_raw_parts(self.iov[0].0, self.len) })
     }
 
     /// The memory as a mutable slice, for a region without remote access
     /// (neither [`MrAccess::REMOTE_READ`] nor `REMOTE_WRITE`).
     ///
     /// # Errors
-    /// [`Error::State`] for a region with remote access (use
-    /// [`write_at`](Self::write_at)).
+    /// [`Error::State`] for a region with remote access, or of several
+    /// iovecs (use [`write_at`](Self::write_at)).
     pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
+        self.one_iovec("MemoryRegion::as_mut_slice")?;
         if self
             .access
             .intersects(MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)
@@ -504,7 +712,23 @@ impl<M: RegionMemory> MemoryRegion<M> {
         }
         // SAFETY: as in as_slice, and no peer reads them either; &mut self
         // makes the access unique.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.addr, self.len) })
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.iov[0].0, self.len) })
+    }
+
+    fn one_iovec(&self, call: &'static str) -> Result<()> {
+        if self.iov.len() != 1 {
+            return Err(Error::State {
+                call,
+                reason: "the region covers several iovecs: copy with read_at / write_at",
+            });
+        }
+        Ok(())
+    }
+
+    /// The number of iovecs it covers (`fi_mr_regv`'s count).
+    #[must_use]
+    pub fn iov_count(&self) -> usize {
+        self.iov.len()
     }
 
     /// Deregisters the region (`fi_close`) and gives the memory back. Its

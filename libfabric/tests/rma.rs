@@ -8,7 +8,7 @@ use common::{msg_capable, node, provider, test_name};
 use libfabric::conn::ConnConfig;
 use libfabric::cq::{Addr, CompletionFlags, Data};
 use libfabric::info::{Caps, EpType, Mode};
-use libfabric::mr::{MemoryRegion, MrAccess, RemoteRegion};
+use libfabric::mr::{HmemIface, MemoryRegion, MrAccess, RemoteRegion};
 use libfabric::{
     getinfo, Buffer, BufferPool, CompletionQueue, Connection, Domain, Endpoint, Error, Fabric,
     Hints, Listener,
@@ -578,4 +578,82 @@ fn shm_rma_that_the_target_would_not_check_is_refused() {
         .inject_write(b"x", &target.remote(), 0, to_b)
         .unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+}
+
+#[test]
+fn several_iovecs_are_one_region() {
+    let (a, b) = pair();
+    let limit = b.domain.info().mr_iov_limit();
+    let memory = vec![vec![0u8; 100], vec![0u8; 50]];
+    if limit < 2 {
+        let e = MemoryRegion::register(&b.domain, memory, MrAccess::REMOTE_WRITE).unwrap_err();
+        assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+        println!(
+            "SKIP {}: provider {}: mr_iov_limit is {limit} (two iovecs refused with TooLarge)",
+            test_name(),
+            provider()
+        );
+        return;
+    }
+    let empty = vec![vec![0u8; 10], Vec::new()];
+    let e = MemoryRegion::register(&b.domain, empty, MrAccess::REMOTE_WRITE).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let mut target = MemoryRegion::register(&b.domain, memory, MrAccess::REMOTE_WRITE).unwrap();
+    assert_eq!(target.iov_count(), 2);
+    assert_eq!(target.len(), 150);
+    // Peers address the first iovec only.
+    assert_eq!(target.remote().len, 100);
+    assert!(target.remote_range(90..101).is_err());
+    assert!(matches!(target.as_slice(), Err(Error::State { .. })));
+    // Local copies run across the iovecs.
+    target.write_at(95, b"0123456789").unwrap();
+    assert_eq!(read_region_any(&target, 95, 10), b"0123456789");
+    assert!(matches!(
+        target.write_at(145, &[1; 6]),
+        Err(Error::TooLarge { .. })
+    ));
+    post(&a, &b, buffer_with(&a, b"peer"), |buf| {
+        a.ep.write(buf, 4, &target.remote(), 10, a.peer)
+    });
+    next(&a, &b).expect("the write's completion");
+    pump([&a, &b], || read_region_any(&target, 10, 4) == b"peer");
+    let back = target.into_inner().map_err(|(_, e)| e).unwrap();
+    assert_eq!(&back[0][10..14], b"peer");
+    assert_eq!(&back[0][95..], b"01234");
+    assert_eq!(&back[1][..5], b"56789");
+}
+
+fn read_region_any<M: libfabric::mr::RegionMemory>(
+    r: &MemoryRegion<M>,
+    offset: usize,
+    len: usize,
+) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    r.read_at(offset, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn registration_attributes_take_host_memory_only() {
+    let (a, b) = pair();
+    let e = MemoryRegion::register_attr(
+        &b.domain,
+        vec![0u8; 64],
+        MrAccess::REMOTE_WRITE,
+        HmemIface::Cuda { device: 0 },
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    let target = MemoryRegion::register_attr(
+        &b.domain,
+        vec![0u8; 64].into_boxed_slice(),
+        MrAccess::REMOTE_WRITE,
+        HmemIface::System,
+    )
+    .expect("fi_mr_regattr");
+    post(&a, &b, buffer_with(&a, b"attr"), |buf| {
+        a.ep.write(buf, 4, &target.remote(), 0, a.peer)
+    });
+    next(&a, &b).expect("the write's completion");
+    pump([&a, &b], || read_region_any(&target, 0, 4) == b"attr");
 }
