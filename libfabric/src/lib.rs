@@ -106,6 +106,7 @@
 //! | `fi_mr_reg`, `fi_mr_regv`, `fi_mr_desc`, `fi_mr_key`, `fi_close` | [`MemoryRegion::register`] (a `Vec` of buffers: `fi_mr_regv`), [`MemoryRegion::scope`], [`MemoryRegion::desc`], [`MemoryRegion::key`], [`MemoryRegion::into_inner`] / drop; [`BufferPool::new`], [`BufferPool::with_access`] |
 //! | `fi_mr_regattr` (`FI_HMEM_SYSTEM`) | [`MemoryRegion::register_attr`] |
 //! | `fi_write`, `fi_read`, `fi_writedata`, `fi_inject_write` | [`Endpoint::write`], [`Endpoint::read`], [`Endpoint::write_data`], [`Endpoint::inject_write`] |
+//! | `fi_atomic`, `fi_fetch_atomic`, `fi_compare_atomic` (with `fi_atomicvalid`, `fi_fetch_atomicvalid`, `fi_compare_atomicvalid` first) | [`Endpoint::atomic`], [`Endpoint::fetch_atomic`], [`Endpoint::compare_atomic`] on the integer types of [`ep::atomic::AtomicType`] |
 //!
 //! Not wrapped: `FI_WAIT_MUTEX_COND`'s `fi_mutex_cond` (raw pthread
 //! objects cannot be handed out safely; such queues still block in
@@ -115,7 +116,7 @@
 //! # Misuse
 //!
 //! Every misuse that fi_eq(3), fi_cq(3), fi_poll(3), fi_domain(3),
-//! fi_endpoint(3), fi_cm(3), fi_msg(3), fi_mr(3) and fi_rma(3) warn about, and what
+//! fi_endpoint(3), fi_cm(3), fi_msg(3), fi_mr(3), fi_rma(3) and fi_atomic(3) warn about, and what
 //! happens here. "Compile error" rows are proven by the file under
 //! `tests/ui/` that must fail to compile; the other rows by the test named,
 //! under `tests/` of this crate (or of the suite that holds the cross-crate
@@ -151,6 +152,8 @@
 //! | Requested keys reused within a domain (fi_mr(3): must be unique without `FI_MR_PROV_KEY`), so a peer's stale key reaches a newer region | One counter per domain for regions and pools; keys over `mr_key_size` bytes refused, raw keys (`mr_key_size` > 8) [`Error::Unsupported`] | `rma.rs` `a_write_to_a_deregistered_region_reaches_nothing` |
 //! | An RMA outside the region the peer advertised (fi_rma(3)) | Every RMA call takes a [`RemoteRegion`], an offset and a length, checked with checked arithmetic before the call: [`Error::TooLarge`] / [`Error::InvalidArgument`], buffer handed back; a [`RemoteRegion`] decoded from bytes whose end overflows is refused | `rma.rs` `out_of_bounds_and_malformed_rma_is_refused_before_the_call` |
 //! | More iovecs in one region than `mr_iov_limit`, an empty iovec, or a device memory interface for host memory (fi_mr(3)) | [`Error::TooLarge`], [`Error::InvalidArgument`], [`Error::Unsupported`] before the call; a region of several iovecs is reached locally by copies across them and remotely in its first iovec only (what the providers check remote addresses against) | `rma.rs` `several_iovecs_are_one_region`, `registration_attributes_take_host_memory_only` |
+//! | An atomic operation the provider does not offer on the type, or on more values than it takes in one call (fi_atomic(3)) | `fi_*atomicvalid` first: [`Error::Unsupported`], [`Error::TooLarge`]; the remote range checked as for RMA, and aligned to the type ([`Error::InvalidArgument`]); operands, compare values and results in one pool buffer moved into the provider ([`Error::BufferTooSmall`] when it cannot hold them) | `rma.rs` `atomic_misuse_is_refused_before_the_call`, `atomics_add_fetch_and_compare_swap` |
+//! | An atomic on an endpoint without `FI_ATOMIC`, or on a region peers may not write | [`Error::MissingCapability`] before the call; the target refuses the rest (memory untouched) | `rma.rs` `atomics_need_the_atomic_capability`, `an_atomic_on_a_region_peers_may_not_write_changes_nothing` |
 //! | RMA on an endpoint without `FI_RMA` | [`Error::MissingCapability`] before the call | `rma.rs` `rma_needs_the_rma_capability` |
 //! | RMA into a region without remote write access, or deregistered, or a pool registered for local use | The target's provider refuses it (key, access and bounds: `ofi_mr_map_verify`); the initiator gets an error completion (sockets; tcp, rxm and shm for reads), a success once sent (tcp, rxm, shm writes) or nothing (rxd drops it; the buffer comes back when the endpoint closes): the memory is untouched on every provider | `rma.rs` `a_region_peers_may_not_write_is_not_written`, `a_write_to_a_deregistered_region_reaches_nothing`, `a_read_of_a_dropped_region_is_refused` |
 //! | RMA on shm without an RMA ordering: shm writes or reads the peer's memory at the address given, unchecked (`smr_rma_fast`) | [`Error::Unsupported`] on such a domain; [`Hints::msg_order`] with an RMA ordering makes the target check | `rma.rs` `shm_rma_that_the_target_would_not_check_is_refused` |

@@ -214,14 +214,14 @@ pub(crate) unsafe fn register_iov(
     let ret = unsafe {
         match (call, iovecs.len()) {
             (Call::RegAttr, _) => {
-                let attr = sys::fi_mr_attr {
-                    mr_iov: iovecs.as_ptr().cast(),
+                let mut attr = sys::fi_mr_attr {
                     iov_count: iovecs.len(),
                     access: access.bits(),
                     requested_key,
                     iface: sys::FI_HMEM_SYSTEM,
                     ..Default::default()
                 };
+                set_mr_iov(&mut attr, iovecs.as_ptr().cast());
                 sys::fi_mr_regattr(domain.fid.as_ptr(), &attr, 0, &mut mr)
             }
             (Call::Reg, 1) => sys::fi_mr_reg(
@@ -272,6 +272,20 @@ pub(crate) unsafe fn register_iov(
         key,
         remote_base,
     })
+}
+
+/// Sets `fi_mr_attr::mr_iov`, a member of its own or (headers with
+/// dma-buf registration, 1.20 on) of an anonymous union with `dmabuf`:
+/// decided from the headers at build time (`build.rs`).
+fn set_mr_iov(attr: &mut sys::fi_mr_attr, iov: *const libc::iovec) {
+    #[cfg(mr_iov_in_union)]
+    {
+        attr.__bindgen_anon_1.mr_iov = iov.cast();
+    }
+    #[cfg(not(mr_iov_in_union))]
+    {
+        attr.mr_iov = iov.cast();
+    }
 }
 
 mod sealed {

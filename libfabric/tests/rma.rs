@@ -145,6 +145,25 @@ fn pair_with(caps: Caps) -> (Side, Side) {
     }
 }
 
+/// [`pair_with`], or `None` with a typed skip printed when the provider
+/// offers no endpoint with `caps`.
+fn try_pair_with(caps: Caps) -> Option<(Side, Side)> {
+    let h = if msg_capable() {
+        hints(caps).service(0).source(true)
+    } else {
+        hints(caps)
+    };
+    if let Err(e) = getinfo(&h) {
+        println!(
+            "SKIP {}: provider {}: no endpoint with {caps:?} ({e})",
+            test_name(),
+            provider()
+        );
+        return None;
+    }
+    Some(pair_with(caps))
+}
+
 fn pair() -> (Side, Side) {
     pair_with(Caps::MSG | Caps::RMA)
 }
@@ -656,4 +675,267 @@ fn registration_attributes_take_host_memory_only() {
     });
     next(&a, &b).expect("the write's completion");
     pump([&a, &b], || read_region_any(&target, 0, 4) == b"attr");
+}
+
+fn ne<T: Copy>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= std::mem::size_of::<T>());
+    // SAFETY: at least size_of::<T>() bytes; T is a plain integer.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) }
+}
+
+fn u64_at(r: &MemoryRegion<Vec<u8>>, offset: usize) -> u64 {
+    ne(&read_region(r, offset, 8))
+}
+
+/// Posts an atomic call and waits for its completion, returning the
+/// buffer; `None` (with a line saying so) when the provider does not offer
+/// the operation.
+fn atomic_done(
+    a: &Side,
+    b: &Side,
+    what: &str,
+    op: impl Fn(Buffer) -> libfabric::Handback<Buffer>,
+    fill: &[u8],
+) -> Option<Buffer> {
+    let mut buf = buffer_with(a, fill);
+    let start = Instant::now();
+    loop {
+        match op(buf) {
+            Ok(()) => break,
+            Err((back, e)) if e.is_again() && start.elapsed() < Duration::from_secs(10) => {
+                buf = back;
+                pump([a, b], || true);
+            }
+            Err((_, Error::Unsupported { .. })) => {
+                println!(
+                    "{}: provider {}: {what}: not offered",
+                    test_name(),
+                    provider()
+                );
+                return None;
+            }
+            Err((_, e)) => panic!("{what}: {e}"),
+        }
+    }
+    let done = next(a, b).unwrap_or_else(|e| panic!("{what}: {e}"));
+    Some(done.buffer.expect("the atomic's buffer"))
+}
+
+#[test]
+fn atomics_add_fetch_and_compare_swap() {
+    use libfabric::ep::atomic::{AtomicOp, CompareOp};
+    let Some((a, b)) = try_pair_with(Caps::MSG | Caps::RMA | Caps::ATOMIC) else {
+        return;
+    };
+    let mut target = region(&b, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE);
+    target.write_at(0, &40u64.to_ne_bytes()).unwrap();
+    target.write_at(8, &(-5i32).to_ne_bytes()).unwrap();
+    let remote = target.remote();
+    let mut ran = 0;
+
+    if atomic_done(
+        &a,
+        &b,
+        "atomic u64 sum",
+        |buf| {
+            a.ep.atomic::<u64>(buf, 1, AtomicOp::Sum, &remote, 0, a.peer)
+        },
+        &2u64.to_ne_bytes(),
+    )
+    .is_some()
+    {
+        pump([&a, &b], || u64_at(&target, 0) == 42);
+        ran += 1;
+    }
+    let before = u64_at(&target, 0);
+    if let Some(buf) = atomic_done(
+        &a,
+        &b,
+        "fetch_atomic u64 sum",
+        |buf| {
+            a.ep.fetch_atomic::<u64>(buf, 1, AtomicOp::Sum, &remote, 0, a.peer)
+        },
+        &8u64.to_ne_bytes(),
+    ) {
+        assert_eq!(ne::<u64>(&buf[8..16]), before, "the value before the sum");
+        pump([&a, &b], || u64_at(&target, 0) == before + 8);
+        ran += 1;
+    }
+    let before = u64_at(&target, 0);
+    let mut fill = 7u64.to_ne_bytes().to_vec();
+    fill.extend_from_slice(&before.to_ne_bytes());
+    if let Some(buf) = atomic_done(
+        &a,
+        &b,
+        "compare_atomic u64 cswap",
+        |buf| {
+            a.ep.compare_atomic::<u64>(buf, 1, CompareOp::Cswap, &remote, 0, a.peer)
+        },
+        &fill,
+    ) {
+        assert_eq!(ne::<u64>(&buf[16..24]), before);
+        pump([&a, &b], || u64_at(&target, 0) == 7);
+        // A compare value that does not match changes nothing.
+        let mut fill = 99u64.to_ne_bytes().to_vec();
+        fill.extend_from_slice(&1234u64.to_ne_bytes());
+        let buf = atomic_done(
+            &a,
+            &b,
+            "compare_atomic u64 cswap (no match)",
+            |buf| {
+                a.ep.compare_atomic::<u64>(buf, 1, CompareOp::Cswap, &remote, 0, a.peer)
+            },
+            &fill,
+        )
+        .expect("offered above");
+        assert_eq!(ne::<u64>(&buf[16..24]), 7);
+        ran += 1;
+    }
+    if atomic_done(
+        &a,
+        &b,
+        "atomic i32 min",
+        |buf| {
+            a.ep.atomic::<i32>(buf, 1, AtomicOp::Min, &remote, 8, a.peer)
+        },
+        &(-10i32).to_ne_bytes(),
+    )
+    .is_some()
+    {
+        pump([&a, &b], || ne::<i32>(&read_region(&target, 8, 4)) == -10);
+        ran += 1;
+    }
+    let now = u64_at(&target, 0);
+    if let Some(buf) = atomic_done(
+        &a,
+        &b,
+        "fetch_atomic u64 read",
+        |buf| {
+            a.ep.fetch_atomic::<u64>(buf, 1, AtomicOp::Read, &remote, 0, a.peer)
+        },
+        &[],
+    ) {
+        assert_eq!(ne::<u64>(&buf[8..16]), now);
+        ran += 1;
+    }
+    assert_eq!(u64_at(&target, 0), now, "nothing else changed the target");
+    assert!(
+        ran > 0,
+        "the provider grants FI_ATOMIC but offers none of these"
+    );
+    println!(
+        "{}: provider {}: {ran} of 5 atomic kinds ran",
+        test_name(),
+        provider()
+    );
+}
+
+#[test]
+fn atomic_misuse_is_refused_before_the_call() {
+    use libfabric::ep::atomic::AtomicOp;
+    let Some((a, b)) = try_pair_with(Caps::MSG | Caps::RMA | Caps::ATOMIC) else {
+        return;
+    };
+    let target = region(&b, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE);
+    let remote = target.remote_range(0..64).unwrap();
+    let refused = |count: usize, offset: u64| {
+        a.ep.atomic::<u64>(
+            a.pool.take().unwrap(),
+            count,
+            AtomicOp::Sum,
+            &remote,
+            offset,
+            a.peer,
+        )
+        .unwrap_err()
+        .1
+    };
+    assert!(
+        matches!(refused(1, 4), Error::InvalidArgument(_)),
+        "misaligned"
+    );
+    assert!(
+        matches!(refused(0, 0), Error::InvalidArgument(_)),
+        "no values"
+    );
+    assert!(
+        matches!(refused(1, 64), Error::TooLarge { .. }),
+        "past the region"
+    );
+    assert!(
+        matches!(refused(9, 0), Error::TooLarge { .. }),
+        "past the region"
+    );
+    assert!(
+        matches!(refused(usize::MAX / 4, 0), Error::TooLarge { .. }),
+        "overflow"
+    );
+    let e =
+        a.ep.compare_atomic::<u64>(
+            a.pool.take().unwrap(),
+            200,
+            libfabric::ep::atomic::CompareOp::Cswap,
+            &target.remote(),
+            0,
+            a.peer,
+        )
+        .unwrap_err()
+        .1;
+    assert!(matches!(e, Error::BufferTooSmall { .. }), "{e}");
+    // FI_ATOMIC_READ is a fetching operation only.
+    let e =
+        a.ep.atomic::<u64>(
+            a.pool.take().unwrap(),
+            1,
+            AtomicOp::Read,
+            &remote,
+            0,
+            a.peer,
+        )
+        .unwrap_err()
+        .1;
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    pump([&a, &b], || true);
+    assert!(read_region(&target, 0, 64).iter().all(|&x| x == 0));
+}
+
+#[test]
+fn atomics_need_the_atomic_capability() {
+    use libfabric::ep::atomic::AtomicOp;
+    let (a, b) = pair();
+    if a.ep.info().caps().contains(Caps::ATOMIC) {
+        println!(
+            "SKIP {}: provider {}: grants FI_ATOMIC unasked",
+            test_name(),
+            provider()
+        );
+        return;
+    }
+    let target = region(&b, MrAccess::REMOTE_WRITE);
+    let e =
+        a.ep.atomic::<u64>(
+            a.pool.take().unwrap(),
+            1,
+            AtomicOp::Sum,
+            &target.remote(),
+            0,
+            a.peer,
+        )
+        .unwrap_err()
+        .1;
+    assert!(matches!(e, Error::MissingCapability { .. }), "{e}");
+}
+
+#[test]
+fn an_atomic_on_a_region_peers_may_not_write_changes_nothing() {
+    use libfabric::ep::atomic::AtomicOp;
+    let Some((a, b)) = try_pair_with(Caps::MSG | Caps::RMA | Caps::ATOMIC) else {
+        return;
+    };
+    let target = region(&b, MrAccess::REMOTE_READ);
+    post(&a, &b, buffer_with(&a, &5u64.to_ne_bytes()), |buf| {
+        a.ep.atomic::<u64>(buf, 1, AtomicOp::Sum, &target.remote(), 0, a.peer)
+    });
+    refused(&a, &b, "an atomic without REMOTE_WRITE access");
+    assert!(target.as_slice().unwrap().iter().all(|&x| x == 0));
 }

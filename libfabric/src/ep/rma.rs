@@ -12,7 +12,7 @@ use libfabric_sys::fabric as sys;
 
 /// What an RMA post needs of the endpoint: enabled, a transmit queue (RMA
 /// completions are transmit completions), connected.
-const RMA_READY: u32 = ENABLED | TX_CQ | CONNECTED;
+pub(super) const RMA_READY: u32 = ENABLED | TX_CQ | CONNECTED;
 
 impl Endpoint {
     /// The checks every RMA call makes before the provider is called: the
