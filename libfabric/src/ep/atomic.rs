@@ -4,6 +4,49 @@
 //! [`RemoteRegion`] and an offset into it, checked before the call, and the
 //! operation is first checked with the provider (`fi_atomicvalid`,
 //! `fi_fetch_atomicvalid`, `fi_compare_atomicvalid`).
+//!
+//! ```
+//! use libfabric::ep::atomic::AtomicOp;
+//! use libfabric::mr::{MemoryRegion, MrAccess};
+//! use libfabric::prelude::*;
+//! let hints = Hints::new()
+//!     .provider("tcp;ofi_rxm")
+//!     .node("127.0.0.1")
+//!     .caps(Caps::MSG | Caps::RMA | Caps::ATOMIC);
+//! let (a, b) = (Rdm::open(&hints, 1)?, Rdm::open(&hints, 1)?);
+//! let to_b = a.insert(&b.name()?)?;
+//! // b's counter, which peers may add to.
+//! let mut counter = MemoryRegion::register(
+//!     b.domain(),
+//!     vec![0u8; 8],
+//!     MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+//! )?;
+//! counter.write_at(0, &40u64.to_ne_bytes())?;
+//! let remote = counter.remote();
+//! // a adds 2 and fetches the value before: operand, then room for the result.
+//! let pool = a.buffer_pool(1, 64)?;
+//! let mut buf = pool.take().unwrap();
+//! buf[..8].copy_from_slice(&2u64.to_ne_bytes());
+//! while let Err((back, e)) = a.endpoint().fetch_atomic::<u64>(buf, 1, AtomicOp::Sum, &remote, 0, to_b) {
+//!     assert!(e.is_again(), "{e}"); // rxm connects on first use
+//!     buf = back;
+//!     let _ = a.cq().read(&mut [Default::default()])?;
+//!     let _ = b.cq().read(&mut [Default::default()])?;
+//! }
+//! let done = loop {
+//!     match a.wait_one(&pool, Some(std::time::Duration::from_millis(1))) {
+//!         Err(libfabric::Error::TimedOut { .. }) => {}
+//!         done => break done?,
+//!     }
+//!     let _ = b.cq().read(&mut [Default::default()])?;
+//! };
+//! let buf = done.buffer.unwrap();
+//! assert_eq!(u64::from_ne_bytes(buf[8..16].try_into().unwrap()), 40);
+//! let mut now = [0u8; 8];
+//! counter.read_at(0, &mut now)?;
+//! assert_eq!(u64::from_ne_bytes(now), 42);
+//! # Ok::<(), libfabric::Error>(())
+//! ```
 
 use super::rma::RMA_READY;
 use super::Endpoint;
