@@ -761,14 +761,23 @@ impl<M: RegionMemory> MemoryRegion<M> {
         if let Err(e) = this.reg.mr.close() {
             return Err((ManuallyDrop::into_inner(this), e));
         }
-        // SAFETY: the MR is closed; each field is moved out once and
-        // `this` is never dropped (ManuallyDrop), so nothing is dropped
-        // twice. The closed OwnedFid's drop does nothing.
+        // SAFETY: the MR is closed; every field that owns something is
+        // moved out once (the others are Copy) and `this` is never dropped
+        // (ManuallyDrop), so nothing is dropped twice or leaked. The closed
+        // OwnedFid's drop does nothing.
         unsafe {
-            let memory = ManuallyDrop::take(&mut this.memory);
-            ptr::drop_in_place(&mut this.reg);
-            ptr::drop_in_place(&mut this.domain);
-            Ok(memory)
+            let MemoryRegion {
+                reg,
+                iov,
+                len: _,
+                access: _,
+                domain,
+                memory,
+            } = &mut *this;
+            drop(ptr::read(reg));
+            drop(ptr::read(iov));
+            drop(ptr::read(domain));
+            Ok(ManuallyDrop::take(memory))
         }
     }
 

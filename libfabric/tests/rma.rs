@@ -574,7 +574,7 @@ fn shm_rma_that_the_target_would_not_check_is_refused() {
         &Hints::new()
             .provider("shm")
             .ep_type(EpType::Rdm)
-            .caps(Caps::MSG | Caps::RMA),
+            .caps(Caps::MSG | Caps::RMA | Caps::ATOMIC),
     )
     .unwrap()
     .into_iter()
@@ -587,7 +587,7 @@ fn shm_rma_that_the_target_would_not_check_is_refused() {
     let to_b = a.insert(&b.name().unwrap()).unwrap();
     let target = MemoryRegion::register(b.domain(), vec![0u8; 64], MrAccess::REMOTE_READ).unwrap();
     let pool = a.buffer_pool(1, 64).unwrap();
-    let (_buf, e) = a
+    let (buf, e) = a
         .endpoint()
         .write(pool.take().unwrap(), 4, &target.remote(), 0, to_b)
         .unwrap_err();
@@ -597,6 +597,30 @@ fn shm_rma_that_the_target_would_not_check_is_refused() {
         .inject_write(b"x", &target.remote(), 0, to_b)
         .unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    // shm's atomics always go through the target, which checks the key
+    // and access (`smr_progress.c` 1148): allowed, and refused there.
+    let mut buf = buf;
+    buf[..8].copy_from_slice(&5u64.to_ne_bytes());
+    let op = libfabric::ep::atomic::AtomicOp::Sum;
+    let start = Instant::now();
+    while let Err((back, e)) = a
+        .endpoint()
+        .atomic::<u64>(buf, 1, op, &target.remote(), 0, to_b)
+    {
+        assert!(
+            e.is_again() && start.elapsed() < Duration::from_secs(10),
+            "{e}"
+        );
+        buf = back;
+        let _ = a.cq().read(&mut [Default::default()]);
+        let _ = b.cq().read(&mut [Default::default()]);
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        let _ = a.cq().read(&mut [Default::default()]);
+        let _ = b.cq().read(&mut [Default::default()]);
+    }
+    assert!(target.as_slice().unwrap().iter().all(|&x| x == 0));
 }
 
 #[test]
