@@ -963,3 +963,24 @@ fn an_atomic_on_a_region_peers_may_not_write_changes_nothing() {
     refused(&a, &b, "an atomic without REMOTE_WRITE access");
     assert!(target.as_slice().unwrap().iter().all(|&x| x == 0));
 }
+
+#[test]
+fn rma_buffers_in_flight_on_a_closed_endpoint_come_back() {
+    let (a, b) = pair();
+    let target = region(&b, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE);
+    let remote = target.remote();
+    let pool = a.pool.clone();
+    post(&a, &b, a.pool.take().unwrap(), |buf| {
+        a.ep.read(buf, 4096, &remote, 0, a.peer)
+    });
+    post(&a, &b, buffer_with(&a, b"gone"), |buf| {
+        a.ep.write(buf, 4, &remote, 0, a.peer)
+    });
+    // The initiator goes away with both in flight (or just completed and
+    // never read): its endpoint closes, and the buffers come back.
+    drop(a);
+    let back: Vec<Buffer> = std::iter::from_fn(|| pool.take()).collect();
+    assert_eq!(back.len(), 8, "every buffer of the pool is free again");
+    drop(target);
+    drop(b);
+}
