@@ -90,6 +90,12 @@ fn publish_header_version(bindings: &str) {
         .lines()
         .any(|l| l.trim_start().starts_with("pub mr_iov:"));
     println!("cargo:mr_iov_in_union={}", u8::from(!direct));
+    // Enumerators some headers have and others lack, by presence.
+    let has = |name: &str| bindings.contains(&format!("pub const {name}:"));
+    println!(
+        "cargo:cntr_events_bytes={}",
+        u8::from(has("FI_CNTR_EVENTS_BYTES"))
+    );
 }
 
 /// Gives untyped `#define`s the types the C API uses them with, by rule

@@ -30,10 +30,11 @@
 
 use crate::av::{AddressVector, AvType};
 use crate::buffer::{Buffer, BufferPool};
+use crate::cntr::{CntrAttr, Counter};
 use crate::connreq::ConnRequest;
 use crate::cq::{Addr, Completion, CompletionQueue, CqAttr, Format, Msg};
 use crate::domain::Domain;
-use crate::ep::{CqBind, Endpoint};
+use crate::ep::{CntrBind, CqBind, Endpoint};
 use crate::eq::{EqAttr, EqRead, Event, EventBuf, EventQueue};
 use crate::error::{Error, Result};
 use crate::fabric::Fabric;
@@ -63,6 +64,7 @@ pub(crate) fn first_info(hints: &Hints, ty: EpType, source: bool) -> Result<crat
 pub struct ConnConfig {
     cq: CqAttr,
     rx_cq: Option<CqAttr>,
+    counter: Option<(CntrAttr, CntrBind)>,
     timeout: Option<Duration>,
 }
 
@@ -88,6 +90,15 @@ impl ConnConfig {
         self
     }
 
+    /// A [`Counter`] opened with `attr`, bound to the endpoint for the
+    /// completions in `kinds` before it is enabled; reached with
+    /// `counter()`.
+    #[must_use]
+    pub fn counter(mut self, attr: CntrAttr, kinds: CntrBind) -> Self {
+        self.counter = Some((attr, kinds));
+        self
+    }
+
     /// How long a connect or accept waits for `FI_CONNECTED`, and a
     /// [`Listener::incoming`] for a request (`None`: for ever).
     #[must_use]
@@ -101,6 +112,7 @@ impl ConnConfig {
 struct Queues<F: Format> {
     tx: CompletionQueue<F>,
     rx: Option<CompletionQueue<F>>,
+    counter: Option<(Counter, CntrBind)>,
 }
 
 impl<F: Format> Queues<F> {
@@ -110,10 +122,17 @@ impl<F: Format> Queues<F> {
             Some(attr) => Some(CompletionQueue::<F>::open(domain, attr)?),
             None => None,
         };
-        Ok(Queues { tx, rx })
+        let counter = match &config.counter {
+            Some((attr, kinds)) => Some((Counter::open(domain, attr)?, *kinds)),
+            None => None,
+        };
+        Ok(Queues { tx, rx, counter })
     }
 
     fn bind(&self, ep: &Endpoint) -> Result<()> {
+        if let Some((counter, kinds)) = &self.counter {
+            ep.bind_cntr(counter, *kinds)?;
+        }
         match &self.rx {
             None => ep.bind_cq(&self.tx, CqBind::TRANSMIT | CqBind::RECV),
             Some(rx) => {
@@ -178,6 +197,13 @@ macro_rules! endpoint_accessors {
             #[must_use]
             pub fn rx_cq(&self) -> &CompletionQueue<F> {
                 self.queues.rx()
+            }
+
+            /// The counter the configuration asked for
+            /// ([`ConnConfig::counter`]).
+            #[must_use]
+            pub fn counter(&self) -> Option<&Counter> {
+                self.queues.counter.as_ref().map(|(c, _)| c)
             }
 
             /// The domain, to register buffers with.
@@ -440,6 +466,8 @@ pub struct ConnectionParts<F: Format> {
     pub cq: CompletionQueue<F>,
     /// Its completion queue of receives, when it has one of its own.
     pub rx_cq: Option<CompletionQueue<F>>,
+    /// Its counter, when the configuration asked for one.
+    pub counter: Option<Counter>,
     /// Its event queue.
     pub eq: EventQueue,
     /// Its domain.
@@ -711,6 +739,7 @@ impl<F: Format> Connection<F> {
             endpoint: self.ep,
             cq: self.queues.tx,
             rx_cq: self.queues.rx,
+            counter: self.queues.counter.map(|(c, _)| c),
             eq: self.eq,
             domain: self.domain,
             fabric: self.fabric,

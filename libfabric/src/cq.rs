@@ -742,6 +742,27 @@ pub(crate) struct CqInner {
     pub(crate) wait_poisoned: std::sync::atomic::AtomicBool,
 }
 
+impl crate::wait::ProgressMember for CqInner {
+    fn lifecycle(&self) -> &RwLock<()> {
+        &self.lifecycle
+    }
+    fn wait_poisoned(&self) -> &std::sync::atomic::AtomicBool {
+        &self.wait_poisoned
+    }
+    fn progress_refused(&self) -> bool {
+        self.epochs.is_refused()
+    }
+    fn member_fid(&self) -> *mut sys::fid {
+        self.fid.fid()
+    }
+    fn member_id(&self) -> u64 {
+        self.id
+    }
+    fn member_domain(&self) -> &Arc<DomainInner> {
+        &self.domain
+    }
+}
+
 impl CqInner {
     /// Held while the provider's progress may run on this queue.
     #[inline]
@@ -926,10 +947,8 @@ impl<F: Format> CompletionQueue<F> {
             _format: PhantomData,
         };
         if let Some(set) = &cq.inner._wait_set {
-            set.cqs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Arc::downgrade(&cq.inner));
+            let member: Arc<dyn crate::wait::ProgressMember> = cq.inner.clone();
+            set.add_member(Arc::downgrade(&member));
         }
         Ok(cq)
     }

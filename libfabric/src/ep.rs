@@ -81,6 +81,7 @@
 
 use crate::av::{AddressVector, AvInner};
 use crate::buffer::Buffer;
+use crate::cntr::{CntrInner, Counter};
 use crate::connreq::{ConnRequest, RequestSource};
 use crate::cq::{Addr, CompletionQueue, CqInner, Format};
 use crate::domain::{Domain, DomainInner};
@@ -109,6 +110,37 @@ bitflags! {
         const RECV = sys::FI_RECV;
     }
 }
+
+bitflags! {
+    /// What a counter bound to an endpoint counts (`fi_ep_bind` flags of
+    /// fi_cntr(3)): one counter per kind, bound before
+    /// [`Endpoint::enable`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct CntrBind: u64 {
+        /// `FI_SEND`: completed sends.
+        const SEND = sys::FI_SEND;
+        /// `FI_RECV`: completed receives.
+        const RECV = sys::FI_RECV;
+        /// `FI_READ`: completed RMA reads and fetching atomics.
+        const READ = sys::FI_READ;
+        /// `FI_WRITE`: completed RMA writes and atomics.
+        const WRITE = sys::FI_WRITE;
+        /// `FI_REMOTE_READ`: RMA reads by peers of this endpoint's memory.
+        const REMOTE_READ = sys::FI_REMOTE_READ;
+        /// `FI_REMOTE_WRITE`: RMA writes by peers into this endpoint's memory.
+        const REMOTE_WRITE = sys::FI_REMOTE_WRITE;
+    }
+}
+
+/// The kinds a counter counts, in the order of `Bound::cntrs`.
+const CNTR_KINDS: [CntrBind; 6] = [
+    CntrBind::SEND,
+    CntrBind::RECV,
+    CntrBind::READ,
+    CntrBind::WRITE,
+    CntrBind::REMOTE_READ,
+    CntrBind::REMOTE_WRITE,
+];
 
 // The endpoint's state bits. Posts check the bits they need with one load.
 /// `fi_enable` succeeded.
@@ -156,6 +188,34 @@ struct Bound {
     eq: Option<Arc<EqInner>>,
     tx: Option<Arc<CqInner>>,
     rx: Option<Arc<CqInner>>,
+    /// The counter of each kind, in the order of `CNTR_KINDS`.
+    cntrs: [Option<Arc<CntrInner>>; 6],
+    /// The kinds whose counter was given to the provider (`fi_ep_bind`, in
+    /// `enable`).
+    cntrs_given: Option<CntrBind>,
+}
+
+impl Bound {
+    /// The distinct counters bound, each with the kinds it counts.
+    fn distinct_cntrs(&self) -> Vec<(Arc<CntrInner>, CntrBind)> {
+        let mut out: Vec<(Arc<CntrInner>, CntrBind)> = Vec::new();
+        for (kind, cntr) in CNTR_KINDS.iter().zip(&self.cntrs) {
+            let Some(cntr) = cntr else { continue };
+            match out.iter_mut().find(|(c, _)| Arc::ptr_eq(c, cntr)) {
+                Some((_, kinds)) => *kinds |= *kind,
+                None => out.push((cntr.clone(), *kind)),
+            }
+        }
+        out
+    }
+
+    /// The counters given to the provider.
+    fn given_cntrs(&self) -> Vec<(Arc<CntrInner>, CntrBind)> {
+        let given = self.cntrs_given.unwrap_or(CntrBind::empty());
+        let mut all = self.distinct_cntrs();
+        all.retain(|(_, kinds)| kinds.intersects(given));
+        all
+    }
 }
 
 /// The request an endpoint was opened from, until `fi_accept` succeeds.
@@ -262,15 +322,13 @@ impl EpInner {
         } else {
             [None, None]
         };
-        let _exclusive = exclusive(&cqs);
+        let cntrs = bound.given_cntrs();
+        let _exclusive = exclusive(&cqs, &cntrs);
         if crate::quirks::keeps_closed_endpoints_in_waits(self.info.provider()) {
-            // Waits on this endpoint's queues would call back into it once
-            // it is closed (see CqInner::wait_poisoned): refused from now on.
-            for (cq, _) in cqs.iter().flatten() {
-                if cq.wait_obj != crate::wait::WaitObj::None {
-                    cq.wait_poisoned.store(true, Ordering::Release);
-                }
-            }
+            // Waits on this endpoint's queues and counters would call back
+            // into it once it is closed (see CqInner::wait_poisoned):
+            // refused from now on.
+            poison_waits(&cqs, &cntrs);
         }
         self.fid.close()
     }
@@ -303,6 +361,9 @@ impl Drop for EpInner {
             let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
             for (cq, _) in distinct_cqs(bound).iter().flatten() {
                 cq.epochs.endpoint_broken(false);
+            }
+            for (cntr, _) in bound.distinct_cntrs() {
+                cntr.broken.fetch_sub(1, Ordering::AcqRel);
             }
             if let Some(av) = self.av.get() {
                 let mut deferred = av.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -378,19 +439,46 @@ fn lock_address(cq: &Arc<CqInner>) -> usize {
     &cq.lifecycle as *const std::sync::RwLock<()> as usize
 }
 
-/// The queues' progress locks, held exclusively, in address order.
-fn exclusive(
-    cqs: &[Option<(Arc<CqInner>, CqBind)>; 2],
-) -> Vec<std::sync::RwLockWriteGuard<'_, ()>> {
-    cqs.iter()
+/// The progress locks of the queues and counters, held exclusively, each
+/// once, in address order (the order `wait::with_progress_guards` takes
+/// them shared in).
+fn exclusive<'a>(
+    cqs: &'a [Option<(Arc<CqInner>, CqBind)>; 2],
+    cntrs: &'a [(Arc<CntrInner>, CntrBind)],
+) -> Vec<std::sync::RwLockWriteGuard<'a, ()>> {
+    let mut locks: Vec<&std::sync::RwLock<()>> = cqs
+        .iter()
         .flatten()
-        .map(|(cq, _)| cq.lifecycle.write().unwrap_or_else(|e| e.into_inner()))
+        .map(|(cq, _)| &cq.lifecycle)
+        .chain(cntrs.iter().map(|(c, _)| &c.lifecycle))
+        .collect();
+    locks.sort_unstable_by_key(|l| *l as *const std::sync::RwLock<()> as usize);
+    locks.dedup_by(|a, b| std::ptr::eq(*a, *b));
+    locks
+        .into_iter()
+        .map(|l| l.write().unwrap_or_else(|e| e.into_inner()))
         .collect()
 }
 
+/// Refuses from now on the waits of the queues and counters that have a
+/// wait object (see `CqInner::wait_poisoned`). Called holding their
+/// progress locks exclusively.
+fn poison_waits(cqs: &[Option<(Arc<CqInner>, CqBind)>; 2], cntrs: &[(Arc<CntrInner>, CntrBind)]) {
+    for (cq, _) in cqs.iter().flatten() {
+        if cq.wait_obj != crate::wait::WaitObj::None {
+            cq.wait_poisoned.store(true, Ordering::Release);
+        }
+    }
+    for (cntr, _) in cntrs {
+        if cntr.wait_obj != crate::wait::WaitObj::None {
+            cntr.wait_poisoned.store(true, Ordering::Release);
+        }
+    }
+}
+
 /// An active endpoint. Cloning gives another handle. It keeps its domain
-/// and every EQ, CQ and AV bound to it open, so they cannot be closed
-/// first (which fi_close(3) would refuse with `-FI_EBUSY`).
+/// and every EQ, CQ, counter and AV bound to it open, so they cannot be
+/// closed first (which fi_close(3) would refuse with `-FI_EBUSY`).
 ///
 /// # What is checked before each call
 /// The providers do not check that an endpoint is ready for a call, and
@@ -398,7 +486,7 @@ fn exclusive(
 /// `fi_accept` use the bound EQ, its transfers the bound CQs; rxm and rxd
 /// index their address tables with the address given). So, before the C
 /// call: binds only before [`enable`](Self::enable), each kind once, of
-/// objects of the same domain (CQ, AV) or fabric (EQ); `enable` needs an
+/// objects of the same domain (CQ, counter, AV) or fabric (EQ); `enable` needs an
 /// event queue (connected endpoints) or an address vector
 /// (connectionless ones); transfers need the endpoint enabled, a CQ bound
 /// for their direction, the capability (`FI_MSG` for sends and receives,
@@ -906,6 +994,71 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Binds a counter, for the kinds of completions in `flags`, before
+    /// [`enable`](Self::enable); one counter per kind, one counter may
+    /// count several. The endpoint keeps the counter open. As with
+    /// [`bind_cq`](Self::bind_cq), the provider is given it (`fi_ep_bind`)
+    /// by `enable`, just before `fi_enable`: the util providers run the
+    /// endpoints bound to a counter in every read and wait of it
+    /// (`ofi_cntr_progress`, `prov/util/src/util_cntr.c` 237-250, reached
+    /// from 77, 87 and 155 in 1.17; the endpoint is listed at the bind,
+    /// `prov/util/src/util_ep.c` 160), and rxm's progress reads state only
+    /// `fi_enable` creates (see `CqInner::lifecycle`). An error of that
+    /// `fi_ep_bind` is `enable`'s.
+    ///
+    /// # Errors
+    /// [`Error::ForeignObject`] for a counter of another domain;
+    /// [`Error::State`] after `enable` or when a counter is already bound
+    /// for one of the kinds; [`Error::InvalidArgument`] for no kind.
+    ///
+    /// ```
+    /// use libfabric::prelude::*;
+    /// use libfabric::cntr::{CntrAttr, CntrBind, Counter};
+    /// let info = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?.into_iter().next().unwrap();
+    /// let domain = Domain::open(&Fabric::open(&info)?, &info)?;
+    /// let ep = Endpoint::open(&domain, &info)?;
+    /// let counter = Counter::open(&domain, &CntrAttr::new())?;
+    /// ep.bind_cntr(&counter, CntrBind::SEND | CntrBind::RECV)?;
+    /// // The endpoint holds it: closing it now hands it back.
+    /// let (counter, e) = counter.close().unwrap_err();
+    /// assert!(matches!(e, libfabric::Error::InUse { .. }));
+    /// drop(ep);
+    /// counter.close().map_err(|(_, e)| e)?;
+    /// # Ok::<(), libfabric::Error>(())
+    /// ```
+    #[doc(alias = "fi_ep_bind")]
+    pub fn bind_cntr(&self, cntr: &Counter, flags: CntrBind) -> Result<()> {
+        if !Arc::ptr_eq(&cntr.inner.domain, &self.inner.domain) {
+            return Err(Error::ForeignObject {
+                call: "fi_ep_bind",
+                what: "counter",
+                scope: "domain",
+            });
+        }
+        if flags.is_empty() {
+            return Err(Error::InvalidArgument(
+                "fi_ep_bind: a counter bound for no kind of completion".into(),
+            ));
+        }
+        let mut bound = self.bind_guard("fi_ep_bind")?;
+        let taken = CNTR_KINDS
+            .iter()
+            .zip(&bound.cntrs)
+            .any(|(kind, c)| flags.contains(*kind) && c.is_some());
+        if taken {
+            return Err(Error::State {
+                call: "fi_ep_bind",
+                reason: "a counter is already bound for one of these kinds",
+            });
+        }
+        for (kind, slot) in CNTR_KINDS.iter().zip(bound.cntrs.iter_mut()) {
+            if flags.contains(*kind) {
+                *slot = Some(cntr.inner.clone());
+            }
+        }
+        Ok(())
+    }
+
     /// `fi_ep_bind` to an address vector (connectionless endpoints), once,
     /// before [`enable`](Self::enable).
     ///
@@ -957,7 +1110,7 @@ impl Endpoint {
     /// provider's error.
     #[doc(alias = "fi_enable")]
     pub fn enable(&self) -> Result<()> {
-        let bound = self.bind_guard("fi_enable")?;
+        let mut bound = self.bind_guard("fi_enable")?;
         let state = self.inner.state.load(Ordering::Acquire);
         if self.inner.connectionless && state & AV == 0 {
             return Err(Error::State {
@@ -997,8 +1150,9 @@ impl Endpoint {
         // the vector's inserts and removals and the queues' progress held
         // off meanwhile (see bind_av and CqInner::lifecycle).
         let cqs = distinct_cqs(&bound);
-        let exclusive = exclusive(&cqs);
-        let given = self.give_and_enable(&cqs);
+        let cntrs = bound.distinct_cntrs();
+        let exclusive = exclusive(&cqs, &cntrs);
+        let given = self.give_and_enable(&cqs, &cntrs, &mut bound.cntrs_given);
         if given.is_err()
             && crate::quirks::runs_unenabled_endpoints_in_progress(self.inner.info.provider())
         {
@@ -1013,10 +1167,11 @@ impl Endpoint {
             self.inner.state.fetch_or(ENABLE_FAILED, Ordering::AcqRel);
             for (cq, _) in cqs.iter().flatten() {
                 cq.epochs.endpoint_broken(true);
-                if cq.wait_obj != crate::wait::WaitObj::None {
-                    cq.wait_poisoned.store(true, Ordering::Release);
-                }
             }
+            for (cntr, _) in &cntrs {
+                cntr.broken.fetch_add(1, Ordering::AcqRel);
+            }
+            poison_waits(&cqs, &cntrs);
             if let Some(av) = self.inner.av.get() {
                 av.lock
                     .lock()
@@ -1037,7 +1192,12 @@ impl Endpoint {
     /// The address vector (with its inserts held off), the completion
     /// queues not given yet, then `fi_enable`: the part of `enable` that
     /// runs with the queues' progress held off.
-    fn give_and_enable(&self, cqs: &[Option<(Arc<CqInner>, CqBind)>; 2]) -> Result<()> {
+    fn give_and_enable(
+        &self,
+        cqs: &[Option<(Arc<CqInner>, CqBind)>; 2],
+        cntrs: &[(Arc<CntrInner>, CntrBind)],
+        cntrs_given: &mut Option<CntrBind>,
+    ) -> Result<()> {
         let av = self.inner.av.get();
         let _av_calls = av.map(|av| av.lock.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(av) = av {
@@ -1080,6 +1240,23 @@ impl Endpoint {
                 bits |= RX_CQ_GIVEN;
             }
             self.inner.state.fetch_or(bits, Ordering::Release);
+        }
+        for (cntr, kinds) in cntrs {
+            // Each kind once (an enable the provider refused may have given
+            // some already).
+            let given = cntrs_given.unwrap_or(CntrBind::empty());
+            let kinds = *kinds - given;
+            if kinds.is_empty() {
+                continue;
+            }
+            // SAFETY: fi_ep_bind(3) of two open objects of one domain
+            // (checked in bind_cntr), before fi_enable, each kind once; the
+            // counter is kept open by the Arc in `bound` as long as the
+            // endpoint is.
+            check("fi_ep_bind(cntr)", unsafe {
+                sys::fi_ep_bind(self.raw(), cntr.fid.fid(), kinds.bits())
+            })?;
+            *cntrs_given = Some(given | kinds);
         }
         // SAFETY: fi_enable(3) on an open endpoint with what it needs bound.
         check("fi_enable", unsafe { sys::fi_enable(self.raw()) })

@@ -409,21 +409,34 @@ pub enum Error {
         /// The completion flags of the failed operation.
         flags: crate::cq::CompletionFlags,
     },
+    /// A counter wait ended because the counter's error count changed
+    /// while it waited (`-FI_EAVAIL`): an operation the counter counts
+    /// completed in error, or [`Counter::add_err`](crate::Counter::add_err)
+    /// or [`set_err`](crate::Counter::set_err) was called.
+    #[error("{call}: the counter's error count changed while waiting (now {errors})")]
+    CounterError {
+        /// The call that waited.
+        call: &'static str,
+        /// The error count when the wait ended.
+        errors: u64,
+    },
+    /// The provider or the domain does not offer what the call needs, or
+    /// this crate does not wrap it (for example a wait fd of a counter:
+    /// libfabric's util counters answer `FI_GETWAIT` with `-FI_ENOSYS`; an
+    /// atomic operation `fi_atomicvalid` refuses; memory registration keys
+    /// longer than 8 bytes).
+    #[error("{call}: {reason}")]
+    Unsupported {
+        /// The call that was refused.
+        call: &'static str,
+        /// What the provider lacks.
+        reason: &'static str,
+    },
     /// A blocking call's timeout passed with nothing to return.
     #[error("{call}: the timeout passed")]
     TimedOut {
         /// The call that waited.
         call: &'static str,
-    },
-    /// The provider or the domain does not offer what the call needs, or
-    /// this crate does not wrap it (for example memory registration keys
-    /// longer than 8 bytes).
-    #[error("{call}: not supported: {what}")]
-    Unsupported {
-        /// The call that was refused.
-        call: &'static str,
-        /// What is not supported, and why.
-        what: &'static str,
     },
 }
 
@@ -485,6 +498,8 @@ pub enum ObjectKind {
     EventQueue,
     /// A [`CompletionQueue`](crate::CompletionQueue).
     CompletionQueue,
+    /// A [`Counter`](crate::Counter).
+    Counter,
     /// An [`AddressVector`](crate::AddressVector).
     AddressVector,
     /// A [`WaitSet`](crate::wait::WaitSet).
@@ -504,6 +519,7 @@ impl fmt::Display for ObjectKind {
             ObjectKind::Domain => "domain",
             ObjectKind::EventQueue => "event queue",
             ObjectKind::CompletionQueue => "completion queue",
+            ObjectKind::Counter => "counter",
             ObjectKind::AddressVector => "address vector",
             ObjectKind::WaitSet => "wait set",
             ObjectKind::PollSet => "poll set",

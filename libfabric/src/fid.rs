@@ -11,7 +11,7 @@ macro_rules! raw_fid {
     ($($ty:ident)*) => {$( impl RawFid for sys::$ty {} )*};
 }
 
-raw_fid!(fid_fabric fid_domain fid_eq fid_cq fid_ep fid_pep fid_av fid_mr fid_wait fid_poll);
+raw_fid!(fid_fabric fid_domain fid_eq fid_cq fid_cntr fid_ep fid_pep fid_av fid_mr fid_wait fid_poll);
 
 /// Owns one open libfabric object and closes it (`fi_close`) exactly once:
 /// through [`OwnedFid::close`], or else when dropped, where a failure is
@@ -30,9 +30,10 @@ pub(crate) struct OwnedFid<T: RawFid> {
 // `Domain::open`), under which fi_domain(3) allows any object to be used
 // through any interface from any thread at once; fabric-level objects (EQs,
 // wait sets) are always thread safe. One exception is known and guarded:
-// the util providers (rxm, rxd, shm) crash a completion queue's progress
-// run on one thread while an endpoint bound to it is enabled or closed on
-// another, so those calls exclude each other (`CqInner::lifecycle`). The
+// the util providers (rxm, rxd, shm) crash a completion queue's or
+// counter's progress run on one thread while an endpoint bound to it is
+// enabled or closed on another, so those calls exclude each other
+// (`CqInner::lifecycle`, `CntrInner::lifecycle`). The
 // pointer itself is just an address.
 unsafe impl<T: RawFid> Send for OwnedFid<T> {}
 // SAFETY: as above.

@@ -102,7 +102,12 @@
 //! | `fi_control(FI_GETWAITOBJ)` | [`wait::Waitable::wait_obj`] |
 //! | `fi_trywait` | [`wait::trywait`], [`wait::Waiter`], the queues of the `tokio` module (feature `tokio`) |
 //! | `fi_wait_open`, `fi_wait` | [`wait::WaitSet::open`], [`wait::WaitSet::wait`] |
-//! | `fi_poll_open`, `fi_poll_add`, `fi_poll_del`, `fi_poll` | [`poll::PollSet`] |
+//! | `fi_poll_open`, `fi_poll_add`, `fi_poll_del`, `fi_poll` | [`poll::PollSet`] (completion queues and counters) |
+//! | `fi_cntr_open`, `fi_close` | [`Counter::open`], [`Counter::close`] / drop |
+//! | `fi_cntr_read`, `fi_cntr_readerr` | [`Counter::read`], [`Counter::read_err`] |
+//! | `fi_cntr_add`, `fi_cntr_adderr`, `fi_cntr_set`, `fi_cntr_seterr` | [`Counter::add`], [`Counter::add_err`], [`Counter::set`], [`Counter::set_err`] |
+//! | `fi_cntr_wait` | [`Counter::wait`], [`tokio::AsyncCounter::wait_for`](crate::tokio::AsyncCounter::wait_for) (feature `tokio`) |
+//! | `fi_ep_bind` of a counter | [`Endpoint::bind_cntr`] |
 //! | `fi_mr_reg`, `fi_mr_regv`, `fi_mr_desc`, `fi_mr_key`, `fi_close` | [`MemoryRegion::register`] (a `Vec` of buffers: `fi_mr_regv`), [`MemoryRegion::scope`], [`MemoryRegion::desc`], [`MemoryRegion::key`], [`MemoryRegion::into_inner`] / drop; [`BufferPool::new`], [`BufferPool::with_access`] |
 //! | `fi_mr_regattr` (`FI_HMEM_SYSTEM`) | [`MemoryRegion::register_attr`] |
 //! | `fi_write`, `fi_read`, `fi_writedata`, `fi_inject_write` | [`Endpoint::write`], [`Endpoint::read`], [`Endpoint::write_data`], [`Endpoint::inject_write`] |
@@ -110,13 +115,14 @@
 //!
 //! Not wrapped: `FI_WAIT_MUTEX_COND`'s `fi_mutex_cond` (raw pthread
 //! objects cannot be handed out safely; such queues still block in
-//! `sread`), counters (`fi_cntr(3)`, a man page of their own), and
+//! `sread`), counters bound to memory regions (`FI_RMA_EVENT`), and
 //! `fi_control(FI_GETOPSFLAG/FI_SETOPSFLAG)`, which concern endpoints.
 //!
 //! # Misuse
 //!
-//! Every misuse that fi_eq(3), fi_cq(3), fi_poll(3), fi_domain(3),
-//! fi_endpoint(3), fi_cm(3), fi_msg(3), fi_mr(3), fi_rma(3) and fi_atomic(3) warn about, and what
+//! Every misuse that fi_eq(3), fi_cq(3), fi_cntr(3), fi_poll(3),
+//! fi_domain(3), fi_endpoint(3), fi_cm(3), fi_msg(3), fi_mr(3), fi_rma(3)
+//! and fi_atomic(3) warn about, and what
 //! happens here. "Compile error" rows are proven by the file under
 //! `tests/ui/` that must fail to compile; the other rows by the test named,
 //! under `tests/` of this crate (or of the suite that holds the cross-crate
@@ -205,6 +211,18 @@
 //! | `fi_cq_signal` on a queue without a wait object (rxm, rxd and shm follow its NULL `wait`: a crash) | [`Error::WrongWaitMode`] | `adversarial.rs` `signal_on_a_queue_without_a_wait_object_is_refused` |
 //! | Waiting for a completion of a connection whose peer went away, on a provider that reports it only on the event queue (sockets: a wait for ever) | [`Connection::wait_one`] and [`tokio::AsyncConnection::next`] watch the connection's event queue too: [`Errno::NOTCONN`] | `conn.rs` `a_wait_for_a_completion_ends_when_the_peer_goes_away`, `an_async_wait_for_a_completion_ends_when_the_peer_goes_away` |
 //! | Async queues on a tokio runtime without its I/O driver, a connection timeout without its time driver (tokio panics) | [`Error::State`] | `conn.rs` `tokio_runtimes_without_their_drivers_are_typed_errors` |
+//! | Closing a counter that an endpoint is still bound to (fi_close(3): `-FI_EBUSY`) | The endpoint holds the counter; [`Counter::close`] returns [`Error::InUse`] with the counter handed back, and succeeds once the endpoint is closed | `cntr.rs` `a_counter_closed_while_bound_is_in_use_until_its_endpoint_closes` |
+//! | Binding a counter of another domain (the provider casts it to its own type) | [`Error::ForeignObject`] | `cntr.rs` `a_counter_of_another_domain_is_refused` |
+//! | Binding a counter after `fi_enable`, twice for one kind, or for no kind | [`Error::State`] / [`Error::InvalidArgument`] | `cntr.rs` `binding_rules` |
+//! | Reading or waiting on a counter bound to an endpoint that was never enabled, or while an endpoint bound to it is enabled or closed on another thread (rxm and shm crashed reading a counter bound to a never enabled endpoint: the util counters run their endpoints in every read) | Endpoints give counters to the provider in [`Endpoint::enable`]; reads, waits, trywaits and polls hold the counter's progress lock, which enable and close take exclusively | `cntr.rs` `a_counter_bound_to_a_never_enabled_endpoint_is_read_and_waited_on`, `counter_reads_while_endpoints_bound_to_it_are_enabled_and_closed` |
+//! | Reading, waiting on or polling a counter after `fi_enable` of an endpoint bound to it failed (rxm and shm keep the endpoint in the counter's progress) | As for completion queues: on rxm, rxd and shm the counter's reads, waits and polls are [`Error::State`] until that endpoint is closed, its waits for good | `enable_failure.rs` `a_queue_whose_endpoint_failed_to_enable_is_not_read_until_it_is_closed` |
+//! | Waiting on a counter without a wait object (`fi_cntr_wait` on the util counters asserts one; `fi_trywait` answers "may block" with nothing to block on) | [`Error::WrongWaitMode`] from [`Counter::wait`], [`wait::trywait`], [`wait::Waiter`] and [`tokio::AsyncCounter`] | `cntr.rs` `a_counter_without_a_wait_object_is_refused_by_every_wait` |
+//! | Waiting on a counter after an rxm, rxd or shm endpoint bound to it closed (rxm keeps a callback into the freed endpoint in the counter's wait) | [`Error::State`]; reads still work | `cntr.rs` `waits_on_a_counter_after_its_endpoint_closed_are_refused_where_unsafe` |
+//! | A counter wait whose error count changed (`-FI_EAVAIL`), or that sockets ends at once with a positive `ETIMEDOUT` (taken as success it reported thresholds never reached) | [`Error::CounterError`]; only 0 is success, and the wait goes on until its timeout ([`Error::TimedOut`]) | `cntr.rs` `a_wait_ends_with_a_typed_error_when_the_error_count_changes`, `a_wait_reaches_its_threshold_or_times_out` |
+//! | An `FI_WAIT_FD` or `FI_WAIT_SET` counter on sockets: each count writes a byte into a blocking socket pair only a wait set's `fi_wait` drains, and the 280th blocked its progress for good | [`Error::UnsupportedWait`]; the default wait object is `FI_WAIT_UNSPEC` there | `cntr.rs` `wait_objects_the_crate_cannot_use_are_refused` |
+//! | `fi_wait` on a wait set while an endpoint bound to one of its counters is enabled or closed | The set holds its counters' progress locks as it does its queues' | `cntr.rs` `a_counter_on_a_wait_set_signals_it` |
+//! | Counts over `i32::MAX` on sockets (32-bit signed counts: wrapped values, thresholds compared as `int`) | [`Error::TooLarge`] | `cntr.rs` `counts_and_error_counts_are_read_added_and_set` |
+//! | The wait fd of a counter where the provider has none (the util counters answer `FI_GETWAIT` with `-FI_ENOSYS`), or used after the counter is closed | [`Error::Unsupported`]; the fd borrows the counter | `cntr.rs` `no_provider_gives_a_counter_wait_fd_and_the_waiter_says_so`; compile error: `ui/counter_wait_fd_outlives_its_counter.rs` |
 //! | Forgetting the wait object: a queue opened with `FI_WAIT_NONE` by default could not block or be awaited | [`eq::EqAttr::new`] and [`cq::CqAttr::new`] default to `FI_WAIT_FD` where the provider has it (table at [`wait::WaitObj`]) | `conn.rs` `default_wait_objects_are_what_the_provider_blocks_on` |
 //!
 //! Every C call the crate makes, with the preconditions its man page leaves
@@ -241,6 +259,7 @@
 
 pub mod av;
 pub mod buffer;
+pub mod cntr;
 pub mod conn;
 pub mod connreq;
 pub mod cq;
@@ -265,11 +284,12 @@ pub mod wait;
 
 pub use av::AddressVector;
 pub use buffer::{Buffer, BufferPool};
+pub use cntr::{CntrAttr, Counter};
 pub use conn::{Connection, Incoming, Listener, Rdm};
 pub use connreq::ConnRequest;
 pub use cq::CompletionQueue;
 pub use domain::Domain;
-pub use ep::Endpoint;
+pub use ep::{CntrBind, Endpoint};
 pub use eq::EventQueue;
 pub use error::{Errno, Error, Handback, ObjectKind, Result};
 pub use fabric::Fabric;
@@ -285,18 +305,21 @@ pub use libfabric_sys::fabric as sys;
 /// named `tokio` and no type named like a std trait).
 pub mod prelude {
     pub use crate::buffer::{Buffer, BufferPool};
+    pub use crate::cntr::{CntrAttr, Counter};
     pub use crate::conn::ConnConfig;
     pub use crate::conn::{Connection, Incoming, Listener, Rdm};
     pub use crate::cq::{Completion, CompletionFlags, CompletionQueue, CqAttr, CqRead};
     pub use crate::domain::Domain;
-    pub use crate::ep::{CqBind, Endpoint};
+    pub use crate::ep::{CntrBind, CqBind, Endpoint};
     pub use crate::eq::{EqAttr, EqRead, Event, EventBuf, EventQueue};
     pub use crate::error::Errno;
     pub use crate::fabric::Fabric;
     pub use crate::info::{getinfo, Caps, EpType, Hints};
     pub use crate::mr::{MemoryRegion, MrAccess, RemoteRegion};
     #[cfg(feature = "tokio")]
-    pub use crate::tokio::{AsyncCompletionQueue, AsyncConnection, AsyncEventQueue, AsyncListener};
+    pub use crate::tokio::{
+        AsyncCompletionQueue, AsyncConnection, AsyncCounter, AsyncEventQueue, AsyncListener,
+    };
     pub use crate::wait::{WaitObj, Waitable, Waiter};
     pub use crate::AddressVector;
 }

@@ -168,14 +168,14 @@ pub(crate) unsafe fn register_iov(
     if key_size > 8 {
         return Err(Error::Unsupported {
             call: name,
-            what: "the domain's memory registration keys are longer than 8 bytes (raw keys, \
+            reason: "the domain's memory registration keys are longer than 8 bytes (raw keys, \
                    fi_mr_raw_attr), which this crate does not wrap",
         });
     }
     if mr_mode & sys::FI_MR_RMA_EVENT != 0 {
         return Err(Error::Unsupported {
             call: name,
-            what: "the domain's memory registration mode has FI_MR_RMA_EVENT (regions bound to \
+            reason: "the domain's memory registration mode has FI_MR_RMA_EVENT (regions bound to \
                    counters and enabled), which this crate does not wrap",
         });
     }
@@ -258,7 +258,7 @@ pub(crate) unsafe fn register_iov(
         // Dropping `mr` closes it.
         return Err(Error::Unsupported {
             call: "fi_mr_key",
-            what: "the provider has no 64-bit key for the region (raw keys)",
+            reason: "the provider has no 64-bit key for the region (raw keys)",
         });
     }
     let remote_base = if mr_mode & sys::FI_MR_VIRT_ADDR != 0 {
@@ -451,7 +451,7 @@ impl<M: RegionMemory + 'static> MemoryRegion<M> {
         if iface != HmemIface::System {
             return Err(Error::Unsupported {
                 call: "fi_mr_regattr",
-                what: "device memory interfaces (FI_HMEM_CUDA, ...): the memory a region owns \
+                reason: "device memory interfaces (FI_HMEM_CUDA, ...): the memory a region owns \
                        is host memory (FI_HMEM_SYSTEM)",
             });
         }

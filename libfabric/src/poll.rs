@@ -1,6 +1,6 @@
 //! Poll sets (`fi_poll_open`, `fi_poll_add`, `fi_poll_del`, `fi_poll`):
-//! one call that progresses several completion queues of a domain and says
-//! which have completions.
+//! one call that progresses several completion queues and counters of a
+//! domain and says which have new completions.
 //!
 //! Poll sets are deprecated in libfabric 2.x but present in 1.17.
 //!
@@ -17,11 +17,12 @@
 //! # Ok::<(), libfabric::Error>(())
 //! ```
 
-use crate::cq::{CompletionQueue, CqInner, Format};
+use crate::cq::{CompletionQueue, Format};
 use crate::domain::{Domain, DomainInner};
 use crate::eq::Fid;
 use crate::error::{check, check_len, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
+use crate::wait::{sealed, ProgressMember};
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
 use std::ptr;
@@ -29,8 +30,8 @@ use std::sync::{Arc, Mutex};
 
 pub(crate) struct PollInner {
     fid: OwnedFid<sys::fid_poll>,
-    /// The queues in the set, kept open while they are in it.
-    members: Mutex<Vec<Arc<CqInner>>>,
+    /// The queues and counters in the set, kept open while they are in it.
+    members: Mutex<Vec<Arc<dyn ProgressMember>>>,
     _domain: Arc<DomainInner>,
 }
 
@@ -45,8 +46,8 @@ impl PollInner {
         }
         let members = self.members.get_mut().unwrap_or_else(|e| e.into_inner());
         for m in members.drain(..) {
-            // SAFETY: the CQ is a member of the open set, and open (the Arc).
-            unsafe { sys::fi_poll_del(self.fid.as_ptr(), m.fid.fid(), 0) };
+            // SAFETY: the member is in the open set, and open (the Arc).
+            unsafe { sys::fi_poll_del(self.fid.as_ptr(), m.member_fid(), 0) };
         }
     }
 }
@@ -57,7 +58,26 @@ impl Drop for PollInner {
     }
 }
 
-/// An open poll set of completion queues of one domain.
+/// What a [`PollSet`] holds: a [`CompletionQueue`] or a
+/// [`Counter`](crate::Counter). Sealed.
+pub trait Pollable: sealed::Sealed {
+    /// The object, as the set keeps it. Only the crate can call it (the
+    /// token).
+    #[doc(hidden)]
+    fn poll_member(&self, _: sealed::Token) -> PollMember;
+}
+
+/// A member of a poll set, as [`Pollable::poll_member`] hands it over.
+#[doc(hidden)]
+pub struct PollMember(pub(crate) Arc<dyn ProgressMember>);
+
+impl<F: Format> Pollable for CompletionQueue<F> {
+    fn poll_member(&self, _: sealed::Token) -> PollMember {
+        PollMember(self.inner.clone())
+    }
+}
+
+/// An open poll set of completion queues and counters of one domain.
 ///
 /// Deprecated by libfabric 2.0 (the `fi_poll_*` calls are marked
 /// `FI_DEPRECATED_FUNC` in 2.6's headers), and marked `#[deprecated]` here
@@ -94,49 +114,61 @@ impl PollSet {
         })
     }
 
-    /// `fi_poll_add` of a completion queue of the same domain.
+    /// `fi_poll_add` of a completion queue or counter of the same domain.
+    /// A counter is reported by `poll` when its count or error count
+    /// changed since the last time it was reported.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a queue of another domain;
-    /// [`Error::Call`] when `fi_poll_add` fails.
+    /// [`Error::InvalidArgument`] for a queue or counter of another domain,
+    /// or one already in the set; [`Error::Call`] when `fi_poll_add` fails.
     #[doc(alias = "fi_poll_add")]
-    pub fn add<F: Format>(&self, cq: &CompletionQueue<F>) -> Result<()> {
-        if !Arc::ptr_eq(&cq.inner.domain, &self.inner._domain) {
+    pub fn add(&self, member: &dyn Pollable) -> Result<()> {
+        let PollMember(member) = member.poll_member(sealed::Token(()));
+        if !Arc::ptr_eq(member.member_domain(), &self.inner._domain) {
             return Err(Error::InvalidArgument(
-                "fi_poll_add: the queue belongs to another domain".into(),
+                "fi_poll_add: the queue or counter belongs to another domain".into(),
             ));
         }
         let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: both objects are open; the set keeps the CQ open (Arc
-        // below) while it is a member.
-        let ret = unsafe { sys::fi_poll_add(self.inner.fid.as_ptr(), cq.inner.fid.fid(), 0) };
+        if members.iter().any(|m| Arc::ptr_eq(m, &member)) {
+            // The util set would hold it twice and free one entry of it
+            // at the first fi_poll_del.
+            return Err(Error::InvalidArgument(
+                "fi_poll_add: the queue or counter is already in the set".into(),
+            ));
+        }
+        // SAFETY: both objects are open and of one domain; the set keeps
+        // the member open (Arc below) while it is in it.
+        let ret = unsafe { sys::fi_poll_add(self.inner.fid.as_ptr(), member.member_fid(), 0) };
         check("fi_poll_add", ret)?;
-        members.push(cq.inner.clone());
+        members.push(member);
         Ok(())
     }
 
-    /// `fi_poll_del` of a queue added before.
+    /// `fi_poll_del` of a queue or counter added before.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a queue not in the set;
-    /// [`Error::Call`] when `fi_poll_del` fails (the queue stays in the set).
+    /// [`Error::InvalidArgument`] for one not in the set;
+    /// [`Error::Call`] when `fi_poll_del` fails (it stays in the set).
     #[doc(alias = "fi_poll_del")]
-    pub fn remove<F: Format>(&self, cq: &CompletionQueue<F>) -> Result<()> {
+    pub fn remove(&self, member: &dyn Pollable) -> Result<()> {
+        let PollMember(member) = member.poll_member(sealed::Token(()));
         let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(at) = members.iter().position(|m| Arc::ptr_eq(m, &cq.inner)) else {
+        let Some(at) = members.iter().position(|m| Arc::ptr_eq(m, &member)) else {
             return Err(Error::InvalidArgument(
-                "fi_poll_del: the queue is not in the set".into(),
+                "fi_poll_del: the queue or counter is not in the set".into(),
             ));
         };
-        // SAFETY: the CQ is a member of the open set.
-        let ret = unsafe { sys::fi_poll_del(self.inner.fid.as_ptr(), cq.inner.fid.fid(), 0) };
+        // SAFETY: the member is in the open set.
+        let ret = unsafe { sys::fi_poll_del(self.inner.fid.as_ptr(), member.member_fid(), 0) };
         check("fi_poll_del", ret)?;
         members.swap_remove(at);
         Ok(())
     }
 
-    /// `fi_poll`: progresses the queues and writes the fids of those with
-    /// completions into `ready`; returns how many.
+    /// `fi_poll`: progresses the members and writes the fids of those with
+    /// completions (queues) or a changed count (counters) into `ready`;
+    /// returns how many.
     ///
     /// # Errors
     /// [`Error::State`] while a member is bound to an endpoint that failed
@@ -154,17 +186,17 @@ impl PollSet {
         let mut heap = Vec::new();
         let locks = if members.len() <= STACK {
             for (slot, m) in stack.iter_mut().zip(members.iter()) {
-                *slot = Some(&m.lifecycle);
+                *slot = Some(m.lifecycle());
             }
             &mut stack[..members.len()]
         } else {
-            heap.extend(members.iter().map(|m| Some(&m.lifecycle)));
+            heap.extend(members.iter().map(|m| Some(m.lifecycle())));
             &mut heap[..]
         };
         let ret = crate::wait::with_progress_guards(locks, || {
             // A member bound to an endpoint whose enable failed: its
             // progress must not run (see Endpoint::enable).
-            if members.iter().any(|m| m.epochs.is_refused()) {
+            if members.iter().any(|m| m.progress_refused()) {
                 return None;
             }
             // SAFETY: fi_poll(3) writes at most count contexts.
@@ -176,8 +208,11 @@ impl PollSet {
         let n = check_len("fi_poll", ret)?.min(count);
         let mut found = 0;
         for context in &contexts[..n] {
-            if let Some(m) = members.iter().find(|m| m.id as usize == *context as usize) {
-                ready[found] = Fid::from_raw(m.fid.fid());
+            if let Some(m) = members
+                .iter()
+                .find(|m| m.member_id() as usize == *context as usize)
+            {
+                ready[found] = Fid::from_raw(m.member_fid());
                 found += 1;
             }
         }

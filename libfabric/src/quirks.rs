@@ -62,3 +62,31 @@ pub(crate) fn rma_unchecked_at_target(provider: &str, msg_order: u64) -> bool {
         | sys::FI_ORDER_SAW;
     provider == "shm" && msg_order & rma_order == 0
 }
+
+/// Whether the provider's counters keep 32-bit signed counts: sockets adds
+/// `(int32_t) value` (`sock_cntr_add`, `prov/sockets/src/sock_cntr.c`
+/// 277 for errors, likewise for counts) and compares a wait's threshold as
+/// an `int` (320, 335), so that a value over `i32::MAX` is another number.
+pub(crate) fn counts_in_32_bits(provider: &str) -> bool {
+    provider == "sockets"
+}
+
+/// Whether an `FI_WAIT_FD` (or `FI_WAIT_SET`) counter of the provider writes a byte per count
+/// into a blocking socket pair that only a wait set's `fi_wait` drains:
+/// sockets (`sock_wait_signal`, `prov/sockets/src/sock_wait.c` 187-200;
+/// only the read end is made non-blocking, `sock_wait_init` 88-101; the
+/// counter's own set is internal, `sock_cntr.c` 530-545, in 1.17). Once the
+/// pair is full the next count blocks the provider's progress thread
+/// under the counter's mutex for good.
+pub(crate) fn counter_fd_fills_up(provider: &str) -> bool {
+    provider == "sockets"
+}
+
+/// Whether the provider's counters honour `FI_CNTR_EVENTS_BYTES`: only cxi
+/// reads `events` (`prov/cxi/src/cxip_cntr.c` 816 in 1.22); libfabric's
+/// util counters never look at it and count completions
+/// (`ofi_check_cntr_attr`, `prov/util/src/util_cntr.c` 39-70 in 1.22).
+#[cfg(libfabric_cntr_events_bytes)]
+pub(crate) fn counts_bytes(provider: &str) -> bool {
+    provider.contains("cxi")
+}

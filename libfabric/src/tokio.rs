@@ -1,5 +1,5 @@
-//! Event and completion queues as futures, on tokio's reactor (feature
-//! `tokio`).
+//! Event queues, completion queues and counters as futures, on tokio's
+//! reactor (feature `tokio`).
 //!
 //! Built on the queue's `FI_WAIT_FD` wait fd and `fi_trywait`, following
 //! fi_poll(3) exactly: read until the queue is empty, `fi_trywait`, and only
@@ -23,6 +23,7 @@
 //! ```
 
 use crate::buffer::BufferPool;
+use crate::cntr::Counter;
 use crate::conn::{ConnConfig, Connection, Incoming, Listener, Pending};
 use crate::cq::{self, Completion, CompletionQueue, CqRead, Format};
 use crate::eq::{self, EqRead, EventBuf, EventQueue};
@@ -581,5 +582,129 @@ impl<F: Format> std::fmt::Debug for AsyncCompletionQueue<F> {
         f.debug_struct("AsyncCompletionQueue")
             .field("queue", &self.cq)
             .finish_non_exhaustive()
+    }
+}
+
+/// A [`Counter`] waited on with `.await`. Must be created inside a tokio
+/// runtime.
+///
+/// [`wait_for`](Self::wait_for) waits in [`Counter::wait`] on tokio's
+/// blocking pool, in slices of at most 100 ms, reading the count between
+/// them. Not on the counter's wait fd, as the other async queues do: no
+/// provider gives counters one (libfabric's util counters answer
+/// `FI_GETWAIT` with `-FI_ENOSYS`, and this crate refuses sockets'
+/// `FI_WAIT_FD` counters: see the [`cntr`](crate::cntr#providers) module),
+/// and tcp's `fi_trywait` from 1.18 on does not look at a counter at all
+/// (`xnet_trywait`, `prov/tcp/src/xnet_progress.c` 1645-1654 in 1.22: "the
+/// user must read the counter before and after"), so a fd loop would need
+/// a second read that no provider could test.
+///
+/// ```
+/// use libfabric::prelude::*;
+/// use libfabric::tokio::AsyncCounter;
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # rt.block_on(async {
+/// let info = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?.into_iter().next().unwrap();
+/// let domain = Domain::open(&Fabric::open(&info)?, &info)?;
+/// let counter = AsyncCounter::new(Counter::open(&domain, &CntrAttr::new())?)?;
+/// let adder = counter.get_ref().clone();
+/// std::thread::spawn(move || adder.add(3));
+/// assert!(counter.wait_for(3).await? >= 3);
+/// # Ok::<(), libfabric::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct AsyncCounter {
+    counter: Counter,
+}
+
+impl AsyncCounter {
+    /// Wraps the counter.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] outside a tokio runtime;
+    /// [`Error::WrongWaitMode`] for a counter that cannot block
+    /// (`FI_WAIT_NONE`, `FI_WAIT_SET`: shm's counters).
+    pub fn new(counter: Counter) -> Result<Self> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::InvalidArgument(
+                "async counters must be created inside a tokio runtime".into(),
+            ));
+        }
+        let actual = counter.inner.wait_obj;
+        if !actual.can_sread() {
+            return Err(Error::WrongWaitMode {
+                call: "AsyncCounter::new",
+                needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND or FI_WAIT_POLLFD",
+                actual,
+            });
+        }
+        Ok(AsyncCounter { counter })
+    }
+
+    /// The counter.
+    #[must_use]
+    pub fn get_ref(&self) -> &Counter {
+        &self.counter
+    }
+
+    /// The counter.
+    #[must_use]
+    pub fn into_inner(self) -> Counter {
+        self.counter
+    }
+
+    /// Waits until the count reaches `threshold` and returns the count
+    /// read then.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads the counter. A cancelled wait's blocking
+    /// part ends within its slice (100 ms) and holds a handle of the
+    /// counter until then, so a [`Counter::close`] right after may still
+    /// see [`Error::InUse`].
+    ///
+    /// # Errors
+    /// [`Error::CounterError`] when the error count changed since the call
+    /// began; the errors of [`Counter::read`] and [`Counter::wait`];
+    /// [`Error::State`] when the blocking pool's task could not run (the
+    /// runtime shut down).
+    pub async fn wait_for(&self, threshold: u64) -> Result<u64> {
+        const SLICE: std::time::Duration = std::time::Duration::from_millis(100);
+        let errors = self.counter.read_err()?;
+        loop {
+            // As in AsyncEventQueue::read: yield once the budget is spent.
+            tokio::task::coop::consume_budget().await;
+            let count = self.counter.read()?;
+            if count >= threshold {
+                return Ok(count);
+            }
+            let now = self.counter.read_err()?;
+            if now != errors {
+                return Err(Error::CounterError {
+                    call: "AsyncCounter::wait_for",
+                    errors: now,
+                });
+            }
+            let counter = self.counter.clone();
+            let waited = tokio::task::spawn_blocking(move || counter.wait(threshold, Some(SLICE)))
+                .await
+                .map_err(|_| Error::State {
+                    call: "AsyncCounter::wait_for",
+                    reason: "the blocking wait did not run (the runtime is shutting down)",
+                })?;
+            match waited {
+                // Counted by the loop's read; an error count change is
+                // told apart there too, against this call's start.
+                Ok(()) | Err(Error::TimedOut { .. } | Error::CounterError { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for AsyncCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncCounter")
+            .field("counter", &self.counter)
+            .finish()
     }
 }

@@ -174,8 +174,10 @@ pub enum TryWait {
     EventsPending,
 }
 
-/// Queues that can be waited on: [`EventQueue`](crate::EventQueue) and
-/// [`CompletionQueue`](crate::CompletionQueue). Sealed.
+/// Queues that can be waited on: [`EventQueue`](crate::EventQueue),
+/// [`CompletionQueue`](crate::CompletionQueue) and
+/// [`Counter`](crate::Counter) (fi_poll(3) lists counters beside the
+/// queues). Sealed.
 pub trait Waitable: sealed::Sealed {
     /// The queue's `struct fid`.
     #[doc(hidden)]
@@ -194,7 +196,8 @@ pub trait Waitable: sealed::Sealed {
         None
     }
     /// The lock that a call running the provider's progress on this queue
-    /// holds shared (a completion queue's: see `CqInner::lifecycle`).
+    /// holds shared (a completion queue's or a counter's: see
+    /// `CqInner::lifecycle`).
     /// Only the crate can call it (the token): a lock held from outside
     /// could keep an endpoint's close waiting.
     #[doc(hidden)]
@@ -264,6 +267,17 @@ pub trait Waitable: sealed::Sealed {
 pub struct WaitFd<'q> {
     fd: RawFd,
     _queue: std::marker::PhantomData<&'q ()>,
+}
+
+impl WaitFd<'_> {
+    /// A fd the caller got from its queue, borrowed for the lifetime the
+    /// caller ties it to.
+    pub(crate) fn borrowed(fd: RawFd) -> Self {
+        WaitFd {
+            fd,
+            _queue: std::marker::PhantomData,
+        }
+    }
 }
 
 impl AsRawFd for WaitFd<'_> {
@@ -904,14 +918,48 @@ impl PollFdSet {
     }
 }
 
+/// An object whose provider progress runs the endpoints bound to it: a
+/// completion queue or a counter. The one mechanism that keeps that
+/// progress away from an endpoint being enabled or closed (see
+/// `CqInner::lifecycle`), shared by the reads, waits, wait sets and poll
+/// sets of both.
+pub(crate) trait ProgressMember: Send + Sync {
+    /// Held shared by every call that runs the object's progress, and
+    /// exclusively by an endpoint's enable and close.
+    fn lifecycle(&self) -> &RwLock<()>;
+    /// Set once waiting on the object became unsafe (see
+    /// `CqInner::wait_poisoned`); read under the lifecycle lock.
+    fn wait_poisoned(&self) -> &std::sync::atomic::AtomicBool;
+    /// Whether its progress is refused: an endpoint bound to it failed to
+    /// enable on a provider that keeps running it (see `Endpoint::enable`).
+    fn progress_refused(&self) -> bool;
+    /// Its `struct fid`.
+    fn member_fid(&self) -> *mut sys::fid;
+    /// The process-unique context it was opened with (what `fi_poll`
+    /// reports).
+    fn member_id(&self) -> u64;
+    /// The domain it was opened on.
+    fn member_domain(&self) -> &Arc<crate::domain::DomainInner>;
+}
+
 pub(crate) struct WaitSetInner {
     pub(crate) fid: OwnedFid<sys::fid_wait>,
     _fabric: Arc<FabricInner>,
-    /// The completion queues that signal the set: `fi_wait` runs their
-    /// progress (util `util_wait_fd_try` polls the set's members,
-    /// `prov/util/src/util_wait.c` 366, `util_poll.c` 92, in 1.17), so it
-    /// holds their progress locks like a read does.
-    pub(crate) cqs: std::sync::Mutex<Vec<std::sync::Weak<crate::cq::CqInner>>>,
+    /// The completion queues and counters that signal the set: `fi_wait`
+    /// runs their progress (util `util_wait_fd_try` polls the set's
+    /// members, `prov/util/src/util_wait.c` 366, `util_poll.c` 92-110, in
+    /// 1.17), so it holds their progress locks like a read does.
+    pub(crate) members: std::sync::Mutex<Vec<std::sync::Weak<dyn ProgressMember>>>,
+}
+
+impl WaitSetInner {
+    /// Records a queue or counter opened on the set.
+    pub(crate) fn add_member(&self, member: std::sync::Weak<dyn ProgressMember>) {
+        self.members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(member);
+    }
 }
 
 /// A wait set (`fi_wait_open`): several queues opened with
@@ -974,7 +1022,7 @@ impl WaitSet {
             inner: Arc::new(WaitSetInner {
                 fid,
                 _fabric: fabric.inner.clone(),
-                cqs: std::sync::Mutex::new(Vec::new()),
+                members: std::sync::Mutex::new(Vec::new()),
             }),
             kind,
         })
@@ -990,29 +1038,32 @@ impl WaitSet {
     #[doc(alias = "fi_wait")]
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         // In slices, under the progress locks of the set's completion
-        // queues (see WaitSetInner::cqs), so that an endpoint of one of
-        // them can be enabled or closed meanwhile.
+        // queues and counters (see WaitSetInner::members), so that an
+        // endpoint of one of them can be enabled or closed meanwhile.
         const SLICE: Duration = Duration::from_millis(100);
         let deadline = Deadline::after(timeout);
         loop {
             let remaining = deadline.left();
             let slice = deadline.slice(SLICE);
-            let cqs: Vec<Arc<crate::cq::CqInner>> = {
-                let mut cqs = self.inner.cqs.lock().unwrap_or_else(|e| e.into_inner());
-                cqs.retain(|w| w.strong_count() > 0);
-                cqs.iter().filter_map(std::sync::Weak::upgrade).collect()
+            let members: Vec<Arc<dyn ProgressMember>> = {
+                let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
+                members.retain(|w| w.strong_count() > 0);
+                members
+                    .iter()
+                    .filter_map(std::sync::Weak::upgrade)
+                    .collect()
             };
-            let mut locks: Vec<_> = cqs.iter().map(|cq| Some(&cq.lifecycle)).collect();
+            let mut locks: Vec<_> = members.iter().map(|m| Some(m.lifecycle())).collect();
             let ret = with_progress_guards(&mut locks, || {
-                refuse_poisoned(cqs.iter().map(|cq| Some(&cq.wait_poisoned)))?;
-                // SAFETY: fi_wait(3) on an open wait set; its queues' endpoints
-                // are not being enabled or closed (the guards).
+                refuse_poisoned(members.iter().map(|m| Some(m.wait_poisoned())))?;
+                // SAFETY: fi_wait(3) on an open wait set; its members'
+                // endpoints are not being enabled or closed (the guards).
                 Ok::<_, Error>(unsafe {
                     sys::fi_wait(self.inner.fid.as_ptr(), timeout_ms(Some(slice)))
                 })
             })?;
             drop(locks);
-            drop(cqs);
+            drop(members);
             if !matches!(classify(ret), Err(Errno::TIMEDOUT | Errno::AGAIN)) {
                 return check("fi_wait", ret).map(|()| true);
             }

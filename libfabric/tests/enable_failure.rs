@@ -11,8 +11,11 @@ use libfabric::av::AvType;
 use libfabric::cq::{CqAttr, Msg, MsgEntry};
 use libfabric::ep::CqBind;
 use libfabric::info::EpType;
-use libfabric::wait::WaitObj;
-use libfabric::{AddressVector, CompletionQueue, Domain, Endpoint, Error, Fabric, Info};
+use libfabric::wait::{WaitObj, Waitable};
+use libfabric::{
+    AddressVector, CntrAttr, CntrBind, CompletionQueue, Counter, Domain, Endpoint, Error, Fabric,
+    Info,
+};
 
 #[test]
 fn a_queue_whose_endpoint_failed_to_enable_is_not_read_until_it_is_closed() {
@@ -23,6 +26,67 @@ fn a_queue_whose_endpoint_failed_to_enable_is_not_read_until_it_is_closed() {
     match CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)) {
         Ok(_) => run(&fabric, &domain, &info, CqAttr::new().wait(WaitObj::Fd)),
         Err(e) => println!("provider {}: no FI_WAIT_FD queues ({e})", provider()),
+    }
+    // A counter bound to such an endpoint: the same (in this test, not one
+    // of its own: the two would run each other out of descriptors).
+    counter(&fabric, &domain, &info);
+}
+
+fn counter(fabric: &Fabric, domain: &Domain, info: &Info) {
+    let c = Counter::open(domain, &CntrAttr::new()).unwrap();
+    let cq = CompletionQueue::<Msg>::open(domain, &CqAttr::new()).unwrap();
+    let ep = Endpoint::open(domain, info).unwrap();
+    let _av = if info.ep_type() == EpType::Msg {
+        ep.bind_eq(&fd_eq(fabric)).unwrap();
+        None
+    } else {
+        let av = AddressVector::open(domain, AvType::Table, 4).unwrap();
+        ep.bind_av(&av).unwrap();
+        Some(av)
+    };
+    ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep.bind_cntr(&c, CntrBind::SEND | CntrBind::RECV).unwrap();
+    let mut files = Vec::new();
+    while let Ok(f) = std::fs::File::open("/dev/null") {
+        files.push(f);
+    }
+    let enabled = ep.enable();
+    drop(files);
+    let p = provider();
+    let walks_endpoints = p.contains("ofi_rxm") || p.contains("ofi_rxd") || p == "shm";
+    let Err(e) = enabled else {
+        println!("provider {p}: enable opened no descriptor, and succeeded");
+        c.read().expect("reads of an enabled endpoint's counter");
+        return;
+    };
+    println!("provider {p}: enable with a counter failed without descriptors: {e}");
+    let can_block = c.wait_obj() != WaitObj::None;
+    if !walks_endpoints {
+        c.read()
+            .expect("reads work: the provider does not run the endpoint");
+    } else {
+        assert!(
+            matches!(c.read(), Err(Error::State { .. })),
+            "a read that would run the endpoint"
+        );
+        assert!(matches!(c.read_err(), Err(Error::State { .. })));
+        if can_block {
+            let w = c.wait(1, Some(std::time::Duration::from_millis(10)));
+            assert!(matches!(w, Err(Error::State { .. })), "{w:?}");
+        }
+        let set = libfabric::poll::PollSet::open(domain).unwrap();
+        set.add(&c).unwrap();
+        let mut ready = [libfabric::eq::Fid::default(); 2];
+        assert!(matches!(set.poll(&mut ready), Err(Error::State { .. })));
+        set.remove(&c).unwrap();
+    }
+    drop(ep);
+    assert_eq!(c.read().expect("reads once the endpoint is closed"), 0);
+    c.add(1).unwrap();
+    if walks_endpoints && can_block {
+        // Its wait object may still call into the closed endpoint.
+        let w = c.wait(1, Some(std::time::Duration::from_millis(10)));
+        assert!(matches!(w, Err(Error::State { .. })), "{w:?}");
     }
 }
 

@@ -250,7 +250,7 @@ impl Endpoint {
         if ret != 0 {
             return Err(Error::Unsupported {
                 call,
-                what: "the provider does not offer this atomic operation on this type \
+                reason: "the provider does not offer this atomic operation on this type \
                        (fi_*atomicvalid)",
             });
         }

@@ -43,7 +43,7 @@ impl Endpoint {
         if crate::quirks::rma_unchecked_at_target(domain.provider(), domain.msg_order()) {
             return Err(Error::Unsupported {
                 call,
-                what: "shm carries out this domain's RMA by writing or reading the peer \
+                reason: "shm carries out this domain's RMA by writing or reading the peer \
                        process's memory directly, without the peer checking the key, access \
                        or bounds; ask for an RMA ordering (Hints::msg_order with FI_ORDER_RAW \
                        or another FI_ORDER_R*/W* bit) to have the peer check them",

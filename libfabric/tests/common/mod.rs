@@ -342,12 +342,25 @@ pub fn connect_pair_with<F: Format>(
     req_data: &[u8],
     accept_data: &[u8],
 ) -> Pair<F> {
+    connect_pair_config(ConnConfig::new().cq(cq_attr), req_data, accept_data).0
+}
+
+/// [`connect_pair_with`] with both ends built from `config` (its timeout
+/// is set to 10 s); also returns the server's and the client's counter
+/// when `config` asks for one.
+pub fn connect_pair_config<F: Format>(
+    config: ConnConfig,
+    req_data: &[u8],
+    accept_data: &[u8],
+) -> (
+    Pair<F>,
+    Option<libfabric::Counter>,
+    Option<libfabric::Counter>,
+) {
     let (fabric, _) = fabric();
     let listener = Listener::on(&fabric, &listen_info()).expect("listen");
     let cinfo = client_info(listener.passive_endpoint());
-    let config = ConnConfig::new()
-        .cq(cq_attr)
-        .timeout(Some(Duration::from_secs(10)));
+    let config = config.timeout(Some(Duration::from_secs(10)));
     let (server, client) = std::thread::scope(|s| {
         let server = s.spawn(|| {
             let incoming = listener
@@ -365,7 +378,8 @@ pub fn connect_pair_with<F: Format>(
         (server.join().expect("the accepting thread"), client)
     });
     let (s, c) = (server.into_parts(), client.into_parts());
-    Pair {
+    let counters = (s.counter, c.counter);
+    let pair = Pair {
         client_pool: BufferPool::new(&c.domain, 8, 4096).unwrap(),
         server_pool: BufferPool::new(&s.domain, 8, 4096).unwrap(),
         fabric,
@@ -380,7 +394,8 @@ pub fn connect_pair_with<F: Format>(
         server_cq: s.cq,
         client_cq: c.cq,
         connected_data: c.peer_data,
-    }
+    };
+    (pair, counters.0, counters.1)
 }
 
 /// A queue's wait fd as a `BorrowedFd`, to poll it in tests.
