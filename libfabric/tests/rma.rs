@@ -984,3 +984,55 @@ fn rma_buffers_in_flight_on_a_closed_endpoint_come_back() {
     drop(target);
     drop(b);
 }
+
+#[test]
+fn a_counter_counts_rma_completions() {
+    use libfabric::cntr::CntrAttr;
+    use libfabric::ep::CntrBind;
+    if msg_capable() {
+        println!(
+            "SKIP {}: provider {}: counts through Rdm's counter (connected endpoints' counters: cntr.rs)",
+            test_name(),
+            provider()
+        );
+        return;
+    }
+    let info = getinfo(&hints(Caps::MSG | Caps::RMA))
+        .expect("rdm info")
+        .into_iter()
+        .next()
+        .unwrap();
+    let fabric = Fabric::open(&info).unwrap();
+    let counted = ConnConfig::new().counter(CntrAttr::new(), CntrBind::READ | CntrBind::WRITE);
+    let ra = libfabric::Rdm::<Data>::open_on(&fabric, &info, 1, &counted).unwrap();
+    let rb = libfabric::Rdm::<Data>::open_on(&fabric, &info, 1, &ConnConfig::new()).unwrap();
+    let to_b = ra.insert(&rb.name().unwrap()).unwrap();
+    rb.insert(&ra.name().unwrap()).unwrap();
+    let counter = ra.counter().expect("the counter").clone();
+    let a = side(
+        ra.endpoint().clone(),
+        ra.cq().clone(),
+        ra.domain().clone(),
+        to_b,
+        Box::new(ra),
+    );
+    let b = side(
+        rb.endpoint().clone(),
+        rb.cq().clone(),
+        rb.domain().clone(),
+        Addr::UNSPEC,
+        Box::new(rb),
+    );
+    let target = region(&b, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE);
+    let remote = target.remote();
+    post(&a, &b, buffer_with(&a, b"count"), |buf| {
+        a.ep.write(buf, 5, &remote, 0, a.peer)
+    });
+    next(&a, &b).expect("the write's completion");
+    post(&a, &b, a.pool.take().unwrap(), |buf| {
+        a.ep.read(buf, 5, &remote, 0, a.peer)
+    });
+    next(&a, &b).expect("the read's completion");
+    pump([&a, &b], || counter.read().unwrap() == 2);
+    assert_eq!(counter.read_err().unwrap(), 0);
+}
