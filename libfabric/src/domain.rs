@@ -13,6 +13,10 @@ pub(crate) struct DomainInner {
     pub(crate) fid: OwnedFid<sys::fid_domain>,
     pub(crate) info: Info,
     pub(crate) fabric: Arc<FabricInner>,
+    /// The next key to request for a memory region when the provider does
+    /// not choose them (no `FI_MR_PROV_KEY`): fi_mr(3) wants requested
+    /// keys unique within the domain.
+    pub(crate) next_key: std::sync::atomic::AtomicU64,
 }
 
 /// An open domain. It keeps its fabric open.
@@ -85,6 +89,7 @@ impl Domain {
                 fid,
                 info,
                 fabric: fabric.inner.clone(),
+                next_key: std::sync::atomic::AtomicU64::new(1),
             }),
         })
     }

@@ -605,7 +605,8 @@ macro_rules! post {
         // buffer reclaimed, by another thread before the call returns.
         let posted = $buffer.into_flight($ep.inner.id, $receive);
         let $p = posted.parts();
-        // SAFETY: fi_msg(3)/fi_tagged(3): the endpoint is enabled with a CQ
+        // SAFETY: fi_msg(3)/fi_tagged(3)/fi_rma(3)/fi_atomic(3): the
+        // endpoint is enabled with a CQ
         // bound for this direction and the capability granted, and any
         // address is a live entry of its AV (checked by the caller); the
         // buffer's memory (registered, desc from fi_mr_desc) and its context
@@ -1688,3 +1689,8 @@ impl fmt::Debug for Endpoint {
             .finish()
     }
 }
+
+// RMA posts (`fi_rma(3)`) and atomics (`fi_atomic(3)`): their own
+// `impl Endpoint` blocks.
+pub mod atomic;
+mod rma;

@@ -37,6 +37,32 @@ pub(crate) fn runs_unenabled_endpoints_in_progress(provider: &str) -> bool {
     keeps_closed_endpoints_in_waits(provider)
 }
 
+/// Whether the provider may carry out an RMA by writing or reading the
+/// target process's memory itself, at the address the initiator gives,
+/// without the target checking the key, the access or the bounds: shm's
+/// "fast RMA" (`smr_rma_fast`: `ofi_shm_p2p_copy` with the remote iovec as
+/// given, `prov/shm/src/smr_rma.c` 58-98, chosen at 129-131 in 1.22; CMA
+/// `process_vm_writev` in 1.17), enabled for a domain whose `mr_mode` has
+/// `FI_MR_VIRT_ADDR` (always, for shm) and whose `msg_order` asks for no
+/// RMA ordering (`smr_fast_rma_enabled`, `prov/shm/src/smr.h` 170-174;
+/// `smr_domain.c` 109). Its other paths check the key at the target
+/// (`ofi_mr_map_verify`, `smr_progress.c` 1056, 1148). Measured on 1.17:
+/// with this check off, a write into a region registered without
+/// `FI_REMOTE_WRITE` landed in it. `msg_order` is the domain's transmit
+/// ordering.
+pub(crate) fn rma_unchecked_at_target(provider: &str, msg_order: u64) -> bool {
+    use libfabric_sys::fabric as sys;
+    let rma_order = sys::FI_ORDER_RAR
+        | sys::FI_ORDER_RAW
+        | sys::FI_ORDER_RAS
+        | sys::FI_ORDER_WAR
+        | sys::FI_ORDER_WAW
+        | sys::FI_ORDER_WAS
+        | sys::FI_ORDER_SAR
+        | sys::FI_ORDER_SAW;
+    provider == "shm" && msg_order & rma_order == 0
+}
+
 /// Whether the provider's counters keep 32-bit signed counts: sockets adds
 /// `(int32_t) value` (`sock_cntr_add`, `prov/sockets/src/sock_cntr.c`
 /// 277 for errors, likewise for counts) and compares a wait's threshold as
