@@ -77,8 +77,8 @@ use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
-    open_with_default_wait, query_wait_obj, refuse_poisoned, resolved_wait_obj, sealed, timeout_ms,
-    Deadline, ProgressMember, WaitFd, WaitObj, WaitSet, WaitSetInner, Waitable,
+    open_with_default_wait, query_wait_obj, refuse_poisoned, refused_progress, resolved_wait_obj,
+    sealed, timeout_ms, Deadline, ProgressMember, WaitFd, WaitObj, WaitSet, WaitSetInner, Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -223,14 +223,6 @@ impl CntrInner {
     }
 }
 
-#[cold]
-fn refused_progress(call: &'static str) -> Error {
-    Error::State {
-        call,
-        reason: "an endpoint bound to this counter failed to enable, and the provider runs it in the counter's progress (rxm and shm crash): close that endpoint first",
-    }
-}
-
 impl ProgressMember for CntrInner {
     fn lifecycle(&self) -> &RwLock<()> {
         &self.lifecycle
@@ -278,7 +270,9 @@ impl Counter {
     #[doc(alias = "fi_cntr_open")]
     pub fn open(domain: &Domain, attr: &CntrAttr) -> Result<Self> {
         let Some(wait_obj) = attr.wait_obj else {
-            return open_with_default_wait(|wait| Self::open(domain, &attr.clone().wait(wait)));
+            return open_with_default_wait(Some(&domain.inner.fd_counters), |wait| {
+                Self::open(domain, &attr.clone().wait(wait))
+            });
         };
         let wait_obj = wait_obj.checked("counter")?;
         let provider = domain.inner.info.provider();
@@ -423,7 +417,20 @@ impl Counter {
         let _progress = self.inner.progress_guard("fi_cntr_read")?;
         // SAFETY: fi_cntr_read(3) on the open counter; no endpoint bound
         // to it is being enabled or closed (the guard).
-        Ok(unsafe { sys::fi_cntr_read(self.inner.fid.as_ptr()) })
+        let count = unsafe { sys::fi_cntr_read(self.inner.fid.as_ptr()) };
+        Ok(self.widened(count))
+    }
+
+    /// sockets keeps its counts in an `int` and returns them sign-extended
+    /// (`sock_cntr_read`, `prov/sockets/src/sock_cntr.c`): read as the
+    /// 32-bit count they are.
+    #[inline(always)]
+    fn widened(&self, count: u64) -> u64 {
+        if self.inner.narrow {
+            u64::from(count as u32)
+        } else {
+            count
+        }
     }
 
     /// `fi_cntr_readerr`: the count of operations that completed in error.
@@ -437,7 +444,8 @@ impl Counter {
     pub fn read_err(&self) -> Result<u64> {
         let _progress = self.inner.progress_guard("fi_cntr_readerr")?;
         // SAFETY: as read.
-        Ok(unsafe { sys::fi_cntr_readerr(self.inner.fid.as_ptr()) })
+        let errors = unsafe { sys::fi_cntr_readerr(self.inner.fid.as_ptr()) };
+        Ok(self.widened(errors))
     }
 
     /// The value check of sockets' 32-bit counts.
@@ -452,12 +460,25 @@ impl Counter {
     /// `fi_cntr_add`: adds `value` to the count, waking waiters.
     ///
     /// # Errors
-    /// [`Error::TooLarge`] on sockets for a value over `i32::MAX` (its
-    /// counts are 32-bit); [`Error::Call`] when `fi_cntr_add` fails.
+    /// [`Error::TooLarge`] on sockets for a value, or a count after the
+    /// add (as far as this thread sees it), over `i32::MAX` (its counts
+    /// are 32-bit: completions past that wrap in the provider);
+    /// [`Error::Call`] when `fi_cntr_add` fails.
     #[doc(alias = "fi_cntr_add")]
     #[inline]
     pub fn add(&self, value: u64) -> Result<()> {
         self.check_value("fi_cntr_add", value)?;
+        if self.inner.narrow && value != 0 {
+            // The sum too: past i32::MAX sockets' count turns negative, and
+            // its waits compare signed counts (a wait then never ends).
+            let now = self.read()?;
+            if now
+                .checked_add(value)
+                .is_none_or(|sum| sum > i32::MAX as u64)
+            {
+                return Err(narrow_value("fi_cntr_add (the count after it)", value));
+            }
+        }
         // SAFETY: fi_cntr_add(3) on the open counter; it runs no progress
         // (`ofi_cntr_add`, `prov/util/src/util_cntr.c` 92-103; sockets
         // `sock_cntr_add`, under the counter's own mutex).
@@ -543,7 +564,7 @@ impl Counter {
             let slice = deadline.slice(WAIT_SLICE);
             let ret = {
                 let _progress = self.inner.progress_guard(CALL)?;
-                refuse_poisoned(std::iter::once(Some(&self.inner.wait_poisoned)))?;
+                refuse_poisoned(CALL, std::iter::once(Some(&self.inner.wait_poisoned)))?;
                 // SAFETY: fi_cntr_wait(3) on the open counter, which has a
                 // wait object it blocks on (checked above: the util
                 // counters assert one, `util_cntr.c` 150); no endpoint

@@ -26,8 +26,8 @@ use crate::error::{
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
 use crate::wait::{
-    open_with_default_wait, query_wait_obj, refuse_poisoned, resolved_wait_obj, sealed, timeout_ms,
-    trywait_raw, Deadline, TryWait, WaitObj, WaitSet, WaitSetInner, Waitable,
+    open_with_default_wait, query_wait_obj, refuse_poisoned, refused_progress, resolved_wait_obj,
+    sealed, timeout_ms, trywait_raw, Deadline, TryWait, WaitObj, WaitSet, WaitSetInner, Waitable,
 };
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
@@ -805,7 +805,7 @@ impl CqInner {
         let progress = self.progress_guard();
         let awaiting = self.epochs.awaiting();
         if Epochs::refused(awaiting) {
-            return Err(refused_progress());
+            return Err(refused_progress("fi_cq_read"));
         }
         let ret = read()?;
         if ret > 0 {
@@ -854,7 +854,9 @@ impl<F: Format> CompletionQueue<F> {
         // unknown or FI_WAIT_YIELD: every check below and the C call see the
         // same named wait object.
         let Some(wait_obj) = attr.wait_obj else {
-            return open_with_default_wait(|wait| Self::open(domain, &attr.clone().wait(wait)));
+            return open_with_default_wait(Some(&domain.inner.fd_cqs), |wait| {
+                Self::open(domain, &attr.clone().wait(wait))
+            });
         };
         let wait_obj = wait_obj.checked("completion queue")?;
         if let Some(set) = &attr.wait_set {
@@ -1217,7 +1219,10 @@ impl<F: Format> CompletionQueue<F> {
             }
             let mut fids = [self.inner.fid.fid()];
             let progress = self.inner.progress_guard();
-            refuse_poisoned(std::iter::once(Some(&self.inner.wait_poisoned)))?;
+            refuse_poisoned(
+                "fi_trywait",
+                std::iter::once(Some(&self.inner.wait_poisoned)),
+            )?;
             let pending = trywait_raw(self.inner.domain.fabric.fid.as_ptr(), &mut fids)?;
             drop(progress);
             if pending == TryWait::EventsPending {
@@ -1239,7 +1244,10 @@ impl<F: Format> CompletionQueue<F> {
     ) -> Result<(isize, u64)> {
         let ms = timeout_ms(timeout);
         self.inner.counted_read(|| {
-            refuse_poisoned(std::iter::once(Some(&self.inner.wait_poisoned)))?;
+            refuse_poisoned(
+                "fi_cq_sread",
+                std::iter::once(Some(&self.inner.wait_poisoned)),
+            )?;
             Ok(match addrs {
                 // SAFETY: as read: at most count entries of the queue's format
                 // are written into buf; cond is NULL or points to a size_t
@@ -1418,16 +1426,6 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
         return Ok(Decoded::ErrorPending);
     }
     Err(Error::from_ret(call, ret))
-}
-
-/// The error of a call that would run the progress of a queue bound to an
-/// endpoint that failed to enable (see `Endpoint::enable`).
-#[cold]
-pub(crate) fn refused_progress() -> Error {
-    Error::State {
-        call: "fi_cq_read",
-        reason: "an endpoint bound to this completion queue failed to enable, and the provider runs it in the queue's progress (rxm and shm crash): close that endpoint first",
-    }
 }
 
 impl<F: Format> sealed::Sealed for CompletionQueue<F> {}

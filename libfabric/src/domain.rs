@@ -17,6 +17,10 @@ pub(crate) struct DomainInner {
     /// not choose them (no `FI_MR_PROV_KEY`): fi_mr(3) wants requested
     /// keys unique within the domain.
     pub(crate) next_key: std::sync::atomic::AtomicU64,
+    /// Whether the provider gave the domain an `FI_WAIT_FD` completion
+    /// queue (counter) before (see `wait::open_with_default_wait`).
+    pub(crate) fd_cqs: std::sync::atomic::AtomicBool,
+    pub(crate) fd_counters: std::sync::atomic::AtomicBool,
 }
 
 /// An open domain. It keeps its fabric open.
@@ -90,6 +94,8 @@ impl Domain {
                 info,
                 fabric: fabric.inner.clone(),
                 next_key: std::sync::atomic::AtomicU64::new(1),
+                fd_cqs: std::sync::atomic::AtomicBool::new(false),
+                fd_counters: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }

@@ -1035,9 +1035,13 @@ impl Endpoint {
                 scope: "domain",
             });
         }
-        if flags.is_empty() {
+        if flags.is_empty() || !CntrBind::all().contains(flags) {
             return Err(Error::InvalidArgument(
-                "fi_ep_bind: a counter bound for no kind of completion".into(),
+                format!(
+                    "fi_ep_bind: counter flags {flags:?}: give one or more of SEND, RECV, READ, \
+                     WRITE, REMOTE_READ, REMOTE_WRITE"
+                )
+                .into(),
             ));
         }
         let mut bound = self.bind_guard("fi_ep_bind")?;

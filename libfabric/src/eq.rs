@@ -649,7 +649,9 @@ impl EventQueue {
         // unknown or FI_WAIT_YIELD: every check below and the C call see the
         // same named wait object.
         let Some(wait_obj) = attr.wait_obj else {
-            return open_with_default_wait(|wait| Self::open(fabric, &attr.clone().wait(wait)));
+            return open_with_default_wait(None, |wait| {
+                Self::open(fabric, &attr.clone().wait(wait))
+            });
         };
         let wait_obj = wait_obj.checked("event queue")?;
         if let Some(set) = &attr.wait_set {

@@ -170,16 +170,49 @@ impl PollSet {
     /// completions (queues) or a changed count (counters) into `ready`;
     /// returns how many.
     ///
+    /// `ready` must have room for every member of the set: libfabric's
+    /// util poll sets record a counter's change as seen even when they
+    /// have no room to report it (`util_poll_run`,
+    /// `prov/util/src/util_poll.c` 96-111 in 1.17), so a shorter array
+    /// would lose changes for good.
+    ///
     /// # Errors
+    /// [`Error::InvalidArgument`] when `ready` is shorter than the set;
     /// [`Error::State`] while a member is bound to an endpoint that failed
     /// to enable (close that endpoint first); [`Error::Call`] when `fi_poll`
     /// fails.
     #[doc(alias = "fi_poll")]
     pub fn poll(&self, ready: &mut [Fid]) -> Result<usize> {
         const STACK: usize = 32;
-        let mut contexts = [ptr::null_mut::<c_void>(); STACK];
-        let count = ready.len().min(STACK);
         let members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
+        if ready.len() < members.len() {
+            return Err(Error::InvalidArgument(
+                format!(
+                    "fi_poll: `ready` has room for {} of the set's {} members; a change \
+                     reported to no room is lost (the util poll sets count it as seen)",
+                    ready.len(),
+                    members.len()
+                )
+                .into(),
+            ));
+        }
+        if members.is_empty() {
+            return Ok(0);
+        }
+        let count = members.len();
+        let count_c = i32::try_from(count).map_err(|_| Error::TooLarge {
+            what: "members of a poll set",
+            limit: i32::MAX as usize,
+            given: count,
+        })?;
+        let mut on_stack = [ptr::null_mut::<c_void>(); STACK];
+        let mut on_heap = Vec::new();
+        let contexts = if count <= STACK {
+            &mut on_stack[..count]
+        } else {
+            on_heap.resize(count, ptr::null_mut::<c_void>());
+            &mut on_heap[..]
+        };
         // fi_poll runs the members' progress: under their progress locks.
         // The members' locks, on the stack for up to STACK members.
         let mut stack = [None; STACK];
@@ -199,12 +232,11 @@ impl PollSet {
             if members.iter().any(|m| m.progress_refused()) {
                 return None;
             }
-            // SAFETY: fi_poll(3) writes at most count contexts.
-            Some(unsafe {
-                sys::fi_poll(self.inner.fid.as_ptr(), contexts.as_mut_ptr(), count as i32)
-            })
+            // SAFETY: fi_poll(3) writes at most count contexts, and
+            // contexts has count of them.
+            Some(unsafe { sys::fi_poll(self.inner.fid.as_ptr(), contexts.as_mut_ptr(), count_c) })
         });
-        let ret = ret.ok_or_else(crate::cq::refused_progress)?;
+        let ret = ret.ok_or_else(|| crate::wait::refused_progress("fi_poll"))?;
         let n = check_len("fi_poll", ret)?.min(count);
         let mut found = 0;
         for context in &contexts[..n] {

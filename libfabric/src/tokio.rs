@@ -100,7 +100,7 @@ async fn wait_ready(
     let pending = {
         let mut fids = [fid.0];
         with_progress_guards(&mut [progress], || {
-            refuse_poisoned(std::iter::once(poison))?;
+            refuse_poisoned("fi_trywait", std::iter::once(poison))?;
             trywait_raw(fabric.0, &mut fids)
         })?
     };

@@ -330,11 +330,40 @@ impl Deadline {
 /// Opens a queue with the default wait object: `FI_WAIT_FD` where the
 /// provider has it, else `FI_WAIT_UNSPEC`, else `FI_WAIT_NONE` (the table
 /// at [`WaitObj`]). `open` opens with the wait object given.
+///
+/// `fd_given` remembers, for the parent (a domain's queues or counters),
+/// that the provider gave an `FI_WAIT_FD` one before: a refusal after
+/// that is a limit reached, not a wait object the provider lacks, and is
+/// reported rather than answered with a queue of another wait object (tcp
+/// from 1.18 adds each such queue's epoll fd to the domain's progress
+/// epoll set, `xnet_cntr_open` / `xnet_cq_open` in `prov/tcp/src/xnet_cq.c`
+/// of 1.22, and the kernel refuses that after about 500).
 #[cold]
-pub(crate) fn open_with_default_wait<Q>(open: impl Fn(WaitObj) -> Result<Q>) -> Result<Q> {
+pub(crate) fn open_with_default_wait<Q>(
+    fd_given: Option<&std::sync::atomic::AtomicBool>,
+    open: impl Fn(WaitObj) -> Result<Q>,
+) -> Result<Q> {
+    use std::sync::atomic::Ordering::Relaxed;
     for wait in [WaitObj::Fd, WaitObj::Unspec] {
         match open(wait) {
+            Err(Error::UnsupportedWait {
+                queue, requested, ..
+            }) if wait == WaitObj::Fd && fd_given.is_some_and(|f| f.load(Relaxed)) => {
+                return Err(Error::UnsupportedWait {
+                    queue,
+                    requested,
+                    reason: "the provider gave this domain FI_WAIT_FD ones before and refuses one now: a limit reached (tcp from 1.18: the kernel's limit on nested epoll sets, about 500 per domain); close some, or ask for FI_WAIT_NONE",
+                });
+            }
             Err(Error::UnsupportedWait { .. }) => continue,
+            Ok(q) => {
+                if wait == WaitObj::Fd {
+                    if let Some(f) = fd_given {
+                        f.store(true, Relaxed);
+                    }
+                }
+                return Ok(q);
+            }
             other => return other,
         }
     }
@@ -491,7 +520,10 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
         (None, _) => trywait_raw(fabric, fids),
         (Some(lock), 1) => {
             let _guard = lock.read().unwrap_or_else(|e| e.into_inner());
-            refuse_poisoned(queues.iter().map(|q| q.wait_poison(sealed::Token(()))))?;
+            refuse_poisoned(
+                "fi_trywait",
+                queues.iter().map(|q| q.wait_poison(sealed::Token(()))),
+            )?;
             trywait_raw(fabric, fids)
         }
         _ => {
@@ -500,7 +532,10 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
                 *slot = q.progress_lock(sealed::Token(()));
             }
             with_progress_guards(&mut all[..queues.len()], || {
-                refuse_poisoned(queues.iter().map(|q| q.wait_poison(sealed::Token(()))))?;
+                refuse_poisoned(
+                    "fi_trywait",
+                    queues.iter().map(|q| q.wait_poison(sealed::Token(()))),
+                )?;
                 trywait_raw(fabric, fids)
             })
         }
@@ -511,21 +546,37 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
 /// (see `CqInner::wait_poisoned`). Called under the progress locks.
 #[inline]
 pub(crate) fn refuse_poisoned<'a>(
+    call: &'static str,
     mut flags: impl Iterator<Item = Option<&'a std::sync::atomic::AtomicBool>>,
 ) -> Result<()> {
     if flags.any(|f| f.is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire))) {
-        return Err(wait_poisoned());
+        return Err(wait_poisoned(call));
     }
     Ok(())
 }
 
 #[cold]
-fn wait_poisoned() -> Error {
+fn wait_poisoned(call: &'static str) -> Error {
     Error::State {
-        call: "fi_trywait",
-        reason: "an endpoint bound to this completion queue closed, and its provider (rxm, rxd, shm) leaves a callback into it in the queue's wait object (a wait would read freed memory): read the queue without waiting, or open a new one",
+        call,
+        reason: "an endpoint bound to this completion queue or counter closed, and its provider (rxm, rxd, shm) leaves a callback into it in the wait object (a wait would read freed memory): read without waiting, or open a new one",
     }
 }
+
+/// The error of a read, wait or poll that would run the provider's
+/// progress over an endpoint that failed to enable (see
+/// `Endpoint::enable`).
+#[cold]
+pub(crate) fn refused_progress(call: &'static str) -> Error {
+    Error::State {
+        call,
+        reason: "an endpoint bound to this completion queue or counter failed to enable, and the provider runs it in the progress of what it is bound to (rxm and shm crash): close that endpoint first",
+    }
+}
+
+/// Past this many locks, [`with_progress_guards`] holds its guards in a
+/// vector rather than on the stack (one frame per lock).
+const GUARDS_ON_STACK: usize = 16;
 
 /// Runs `f` holding the progress locks in `locks` shared, each once, in
 /// address order (the order in which endpoints take them exclusively, so
@@ -544,7 +595,29 @@ pub(crate) fn with_progress_guards<R>(
     if locks.len() > 1 {
         locks.sort_unstable_by_key(|l| l.map_or(0, |l| l as *const RwLock<()> as usize));
     }
+    if locks.len() > GUARDS_ON_STACK {
+        return hold_progress_guards_in_vec(locks, f);
+    }
     hold_progress_guards(locks, f)
+}
+
+/// Many locks (a poll set or wait set of thousands of members): their
+/// guards in a vector, so that the stack does not grow with their count.
+#[cold]
+fn hold_progress_guards_in_vec<R>(locks: &[Option<&RwLock<()>>], f: impl FnOnce() -> R) -> R {
+    let mut guards = Vec::with_capacity(locks.len());
+    let mut last: Option<&RwLock<()>> = None;
+    for lock in locks.iter().flatten() {
+        // Sorted: a lock given twice is next to itself, taken once.
+        if last.is_some_and(|l| ptr::eq(l, *lock)) {
+            continue;
+        }
+        guards.push(lock.read().unwrap_or_else(|e| e.into_inner()));
+        last = Some(lock);
+    }
+    let r = f();
+    drop(guards);
+    r
 }
 
 fn hold_progress_guards<R>(locks: &[Option<&RwLock<()>>], f: impl FnOnce() -> R) -> R {
@@ -600,7 +673,10 @@ fn trywait_many(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
         .map(|q| q.progress_lock(sealed::Token(())))
         .collect();
     with_progress_guards(&mut locks, || {
-        refuse_poisoned(queues.iter().map(|q| q.wait_poison(sealed::Token(()))))?;
+        refuse_poisoned(
+            "fi_trywait",
+            queues.iter().map(|q| q.wait_poison(sealed::Token(()))),
+        )?;
         trywait_raw(fabric.inner.fid.as_ptr(), &mut fids)
     })
 }
@@ -754,7 +830,7 @@ impl<'q> Waiter<'q> {
             let (fabric, fids) = (self.fabric.fid.as_ptr(), &mut self.fids);
             let poison = &self.poison;
             let pending = with_progress_guards(&mut self.locks, || {
-                refuse_poisoned(poison.iter().map(|p| Some(*p)))?;
+                refuse_poisoned("fi_trywait", poison.iter().map(|p| Some(*p)))?;
                 trywait_raw(fabric, fids)
             })?;
             if pending == TryWait::EventsPending {
@@ -1055,7 +1131,7 @@ impl WaitSet {
             };
             let mut locks: Vec<_> = members.iter().map(|m| Some(m.lifecycle())).collect();
             let ret = with_progress_guards(&mut locks, || {
-                refuse_poisoned(members.iter().map(|m| Some(m.wait_poisoned())))?;
+                refuse_poisoned("fi_wait", members.iter().map(|m| Some(m.wait_poisoned())))?;
                 // SAFETY: fi_wait(3) on an open wait set; its members'
                 // endpoints are not being enabled or closed (the guards).
                 Ok::<_, Error>(unsafe {

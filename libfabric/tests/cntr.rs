@@ -615,6 +615,122 @@ fn poll_sets_report_counters_whose_count_changed() {
     ));
 }
 
+/// The util poll sets count a change they have no room to report as seen:
+/// a `ready` shorter than the set is refused, and a set of 40 changed
+/// counters reports all 40 in one poll.
+#[test]
+fn poll_sets_report_every_change_or_refuse_a_short_array() {
+    if !has_counters() {
+        return;
+    }
+    let (_f, domain, _) = fabric_domain();
+    let set = PollSet::open(&domain).unwrap();
+    let counters: Vec<Counter> = (0..40)
+        .map(|_| Counter::open(&domain, &CntrAttr::new().wait(WaitObj::None)).unwrap())
+        .collect();
+    for c in &counters {
+        set.add(c).unwrap();
+    }
+    let mut ready = vec![Fid::default(); 40];
+    let _ = set.poll(&mut ready).unwrap();
+    let e = set.poll(&mut ready[..39]).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(matches!(set.poll(&mut []), Err(Error::InvalidArgument(_))));
+    if provider() == "sockets" {
+        // Its explicit adds are marked seen (see above).
+        return;
+    }
+    for c in &counters {
+        c.add(1).unwrap();
+    }
+    assert_eq!(set.poll(&mut ready).unwrap(), 40, "every change, at once");
+    assert_eq!(set.poll(&mut ready).unwrap(), 0, "reported once");
+}
+
+/// Thousands of members in a poll set, a trywait and a wait set: their
+/// progress locks are held without a stack frame each (a spawned thread's
+/// 2 MiB stack overflowed at a few thousand).
+#[test]
+fn thousands_of_counters_are_polled_and_trywaited_on_a_small_stack() {
+    if !has_counters() {
+        return;
+    }
+    const MANY: usize = 5_000;
+    let (fabric, domain, _) = fabric_domain();
+    let set = PollSet::open(&domain).unwrap();
+    let mut counters = Vec::new();
+    for i in 0..MANY {
+        match Counter::open(&domain, &CntrAttr::new().wait(WaitObj::None)) {
+            Ok(c) => counters.push(c),
+            // tcp 1.17 opens descriptors even for these.
+            Err(Error::Call { errno, .. }) if i > 500 && errno == libfabric::Errno::MFILE => break,
+            Err(e) => panic!("counter {i}: {e}"),
+        }
+    }
+    for c in &counters {
+        set.add(c).unwrap();
+    }
+    let waitable: Vec<Counter> = (0..64)
+        .filter_map(|_| Counter::open(&domain, &CntrAttr::new()).ok())
+        .filter(blocks)
+        .collect();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut ready = vec![Fid::default(); counters.len()];
+            set.poll(&mut ready)
+                .expect("fi_poll over thousands of counters");
+            if waitable.len() > 16 {
+                let queues: Vec<&dyn Waitable> =
+                    waitable.iter().map(|c| c as &dyn Waitable).collect();
+                let _ = trywait(&fabric, &queues).expect("fi_trywait over many counters");
+            }
+        })
+        .join()
+        .expect("the polling thread did not overflow its stack")
+    });
+    assert!(counters.len() > 500, "{} counters", counters.len());
+}
+
+/// A counter bound with flags that name no kind is refused, not bound to
+/// nothing.
+#[test]
+fn counter_flags_of_no_known_kind_are_refused() {
+    if !has_counters() {
+        return;
+    }
+    let (fabric, domain, info) = fabric_domain();
+    let c = counter(&domain);
+    let ep = Endpoint::open(&domain, &info).unwrap();
+    for flags in [
+        CntrBind::from_bits_retain(1 << 50),
+        CntrBind::SEND | CntrBind::from_bits_retain(1 << 63),
+    ] {
+        let e = ep.bind_cntr(&c, flags).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+    drop((ep, fabric));
+}
+
+/// sockets keeps 32-bit signed counts: an add that would take the count
+/// past `i32::MAX` is refused, and reads never show a sign-extended count.
+#[test]
+fn sums_past_a_32_bit_count_are_refused_on_sockets() {
+    if !has_counters() {
+        return;
+    }
+    let (_f, domain, _) = fabric_domain();
+    let c = counter(&domain);
+    c.add(i32::MAX as u64).unwrap();
+    if provider() == "sockets" {
+        let e = c.add(1).unwrap_err();
+        assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+        assert_eq!(c.read().unwrap(), i32::MAX as u64);
+    } else {
+        c.add(i32::MAX as u64).unwrap();
+        assert_eq!(c.read().unwrap(), 2 * i32::MAX as u64);
+    }
+}
+
 /// 10,000 adds by another thread; the main thread waits for each value in
 /// turn. None may be lost and nothing may hang.
 #[test]
