@@ -498,6 +498,12 @@ impl<'a> MemoryRegion<&'a mut [u8]> {
 
 impl<M: RegionMemory> MemoryRegion<M> {
     fn new(domain: &Domain, mut memory: M, access: MrAccess, call: Call) -> Result<Self> {
+        if crate::quirks::caches_registrations(domain.inner.info.provider()) {
+            return Err(Error::Unsupported {
+                call: "fi_mr_reg",
+                reason: "the provider's registration cache registers every region for remote read, write and atomics and keeps it after fi_close (verbs): start the program with FI_MR_CACHE_MAX_COUNT=0 to register the application's memory",
+            });
+        }
         let iov = memory.iovecs().into_boxed_slice();
         let len = iov
             .iter()

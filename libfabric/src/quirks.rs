@@ -90,3 +90,29 @@ pub(crate) fn counter_fd_fills_up(provider: &str) -> bool {
 pub(crate) fn counts_bytes(provider: &str) -> bool {
     provider.contains("cxi")
 }
+
+/// Whether the provider's registrations go through libfabric's
+/// registration cache, which registers every region for local and remote
+/// read, write and atomics whatever access was asked, and keeps it
+/// registered after `fi_close` until the cache evicts it, so that a peer
+/// holding its key still reaches memory the application got back: verbs
+/// (`vrb_mr_cache_add_region`, `prov/verbs/src/verbs_mr.c` 289-302;
+/// `vrb_mr_cache_close` only drops the cache's reference, 273-279, in
+/// 1.22), also under `verbs;ofi_rxm`, unless the cache was turned off in
+/// the environment libfabric started with (`FI_MR_CACHE_MAX_COUNT=0`:
+/// `ofi_mr_cache_init` fails and the domain registers uncached,
+/// `verbs_domain.c` 373-378; or `FI_MR_CACHE_MONITOR=disabled`).
+pub(crate) fn caches_registrations(provider: &str) -> bool {
+    let verbs = provider == "verbs" || provider.starts_with("verbs;");
+    let off = std::env::var("FI_MR_CACHE_MAX_COUNT").is_ok_and(|v| v.trim() == "0")
+        || std::env::var("FI_MR_CACHE_MONITOR").is_ok_and(|v| v.trim() == "disabled");
+    verbs && !off
+}
+
+/// Whether the crate refuses the provider's atomics: verbs' MSG atomics
+/// did not complete over soft-RoCE here (a fetch-add waited for ever), so
+/// they are refused with [`Error::Unsupported`](crate::Error::Unsupported)
+/// rather than left to hang a wait.
+pub(crate) fn atomics_unverified(provider: &str) -> bool {
+    provider == "verbs"
+}

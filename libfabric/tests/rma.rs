@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{msg_capable, node, provider, test_name};
+use common::{fabric_domain, msg_capable, node, provider, test_name};
 use libfabric::conn::ConnConfig;
 use libfabric::cq::{Addr, CompletionFlags, Data};
 use libfabric::info::{Caps, EpType, Mode};
@@ -148,6 +148,13 @@ fn pair_with(caps: Caps) -> (Side, Side) {
 /// [`pair_with`], or `None` with a typed skip printed when the provider
 /// offers no endpoint with `caps`.
 fn try_pair_with(caps: Caps) -> Option<(Side, Side)> {
+    if caps.contains(Caps::ATOMIC) && provider() == "verbs" {
+        println!(
+            "SKIP {}: provider verbs: its atomics are refused (Error::Unsupported)",
+            test_name()
+        );
+        return None;
+    }
     let h = if msg_capable() {
         hints(caps).service(0).source(true)
     } else {
@@ -1035,4 +1042,24 @@ fn a_counter_counts_rma_completions() {
     next(&a, &b).expect("the read's completion");
     pump([&a, &b], || counter.read().unwrap() == 2);
     assert_eq!(counter.read_err().unwrap(), 0);
+}
+
+/// Where the provider caches registrations with every access and keeps
+/// them after `fi_close` (verbs, unless `FI_MR_CACHE_MAX_COUNT=0`), the
+/// application's memory is not registered: `Error::Unsupported`. Elsewhere
+/// it is.
+#[test]
+fn user_memory_is_refused_where_registrations_are_cached() {
+    let (_f, domain, _) = fabric_domain();
+    let cached = provider().starts_with("verbs")
+        && std::env::var("FI_MR_CACHE_MAX_COUNT").as_deref() != Ok("0")
+        && std::env::var("FI_MR_CACHE_MONITOR").as_deref() != Ok("disabled");
+    let got = MemoryRegion::register(&domain, vec![0u8; 64], MrAccess::REMOTE_READ);
+    if cached {
+        let e = got.expect_err("a caching domain");
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(e.to_string().contains("FI_MR_CACHE_MAX_COUNT=0"), "{e}");
+    } else {
+        got.unwrap_or_else(|e| panic!("provider {}: {e}", provider()));
+    }
 }
