@@ -270,9 +270,11 @@ impl Counter {
     #[doc(alias = "fi_cntr_open")]
     pub fn open(domain: &Domain, attr: &CntrAttr) -> Result<Self> {
         let Some(wait_obj) = attr.wait_obj else {
-            return open_with_default_wait(Some(&domain.inner.fd_counters), |wait| {
-                Self::open(domain, &attr.clone().wait(wait))
-            });
+            return open_with_default_wait(
+                crate::quirks::limits_fd_waits_per_domain(domain.info().provider())
+                    .then_some(&domain.inner.fd_counters),
+                |wait| Self::open(domain, &attr.clone().wait(wait)),
+            );
         };
         let wait_obj = wait_obj.checked("counter")?;
         let provider = domain.inner.info.provider();

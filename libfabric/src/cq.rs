@@ -854,9 +854,11 @@ impl<F: Format> CompletionQueue<F> {
         // unknown or FI_WAIT_YIELD: every check below and the C call see the
         // same named wait object.
         let Some(wait_obj) = attr.wait_obj else {
-            return open_with_default_wait(Some(&domain.inner.fd_cqs), |wait| {
-                Self::open(domain, &attr.clone().wait(wait))
-            });
+            return open_with_default_wait(
+                crate::quirks::limits_fd_waits_per_domain(domain.info().provider())
+                    .then_some(&domain.inner.fd_cqs),
+                |wait| Self::open(domain, &attr.clone().wait(wait)),
+            );
         };
         let wait_obj = wait_obj.checked("completion queue")?;
         if let Some(set) = &attr.wait_set {

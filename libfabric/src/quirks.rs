@@ -116,3 +116,14 @@ pub(crate) fn caches_registrations(provider: &str) -> bool {
 pub(crate) fn atomics_unverified(provider: &str) -> bool {
     provider == "verbs"
 }
+
+/// Whether the provider refuses an `FI_WAIT_FD` completion queue or counter
+/// past a per-domain limit, with the error it gives for a wait object it
+/// lacks: tcp from 1.18 adds each one's epoll fd to the domain's progress
+/// epoll set (`xnet_cq_open`, `xnet_cntr_open`, `prov/tcp/src/xnet_cq.c`
+/// 298, 480-484 in 1.22), which the kernel refuses after about 500.
+/// (verbs also refuses `FI_WAIT_FD` for some queues after giving it to
+/// others, for reasons of its own: that is no limit.)
+pub(crate) fn limits_fd_waits_per_domain(provider: &str) -> bool {
+    provider == "tcp"
+}
