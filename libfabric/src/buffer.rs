@@ -345,20 +345,33 @@ impl BufferPool {
         Self::with_access(domain, count, slot_size, MrAccess::LOCAL)
     }
 
-    /// [`new`](Self::new) registering the pool for `access`, for example
-    /// `MrAccess::LOCAL | MrAccess::REMOTE_READ` for a pool whose buffers
-    /// peers read with RMA. The remote address of a buffer is not handed
-    /// out: for memory peers reach, a [`MemoryRegion`](crate::mr::MemoryRegion)
-    /// gives its [`RemoteRegion`](crate::mr::RemoteRegion).
+    /// [`new`](Self::new) registering the pool for `access`, a subset of
+    /// [`MrAccess::LOCAL`] (for example `MrAccess::SEND` only).
+    ///
+    /// Remote access is refused: a pool's buffers are lent as `&[u8]` and
+    /// `&mut [u8]`, which a peer's RMA would race with, and its memory is
+    /// freed when the pool drops, while an RMA that passed the key check
+    /// may still be copying (see the [`mr`](crate::mr) module). Memory
+    /// peers reach is a [`MemoryRegion`](crate::mr::MemoryRegion).
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// [`Error::InvalidArgument`] for `access` with
+    /// [`MrAccess::REMOTE_READ`] or [`MrAccess::REMOTE_WRITE`]; as
+    /// [`new`](Self::new).
     pub fn with_access(
         domain: &Domain,
         count: usize,
         slot_size: usize,
         access: MrAccess,
     ) -> Result<Self> {
+        if !MrAccess::LOCAL.contains(access) {
+            return Err(Error::InvalidArgument(
+                "a buffer pool is registered for local access only (MrAccess::LOCAL): peers' \
+                 RMA would race with the buffers it lends as slices; register memory peers \
+                 reach as a MemoryRegion"
+                    .into(),
+            ));
+        }
         if count == 0 || slot_size == 0 || count > u32::MAX as usize {
             return Err(Error::InvalidArgument(
                 format!(

@@ -21,6 +21,92 @@ pub(crate) struct DomainInner {
     /// queue (counter) before (see `wait::open_with_default_wait`).
     pub(crate) fd_cqs: std::sync::atomic::AtomicBool,
     pub(crate) fd_counters: std::sync::atomic::AtomicBool,
+    /// The domain's open endpoints and the memory of closed regions that
+    /// waits for them (see [`Retired`]).
+    pub(crate) retired: std::sync::Mutex<Retired>,
+}
+
+/// Memory of memory regions that were closed (`fi_close` of the MR) while
+/// endpoints of the domain were open, kept until each of those endpoints
+/// has closed.
+///
+/// Closing an MR only removes its key from the domain's key map
+/// (`ofi_mr_close`, `prov/util/src/util_mr_map.c` 222-238 in 1.22): an RMA
+/// whose header arrived before, and passed the key check then, goes on
+/// copying into or out of the region's addresses (tcp verifies the key
+/// when a write's header arrives and then receives the payload straight
+/// into the region, `xnet_progress.c` 912 in 1.22; rxd, shm and sockets
+/// likewise look the key up once per operation). Such an RMA is carried
+/// by an endpoint of the domain that was open when the MR closed; a
+/// closed endpoint's provider reaches none of its transfers' memory any
+/// more (the citations at `buffer::reclaim_closed_endpoint`). An endpoint
+/// opened after the MR closed finds the key gone. So the memory is safe
+/// to free, or to hand back, once every endpoint open at the MR's close
+/// has closed.
+#[derive(Default)]
+pub(crate) struct Retired {
+    /// Ids of the domain's endpoints from just before their `fi_endpoint`
+    /// until their `fi_close` succeeded.
+    open: std::collections::BTreeSet<u64>,
+    /// Memory waiting for the endpoints open at its region's close: those
+    /// whose id is at most the mark (endpoint ids only grow).
+    parked: Vec<(u64, Box<dyn Send>)>,
+}
+
+impl Retired {
+    /// Notes an endpoint about to be opened (before `fi_endpoint`).
+    pub(crate) fn opening(&mut self, id: u64) {
+        self.open.insert(id);
+    }
+
+    /// How many endpoints of the domain are open (or being opened).
+    pub(crate) fn open_endpoints(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Parks `memory` of a region whose MR was closed while holding this
+    /// lock, or hands it back when no endpoint is open.
+    pub(crate) fn park(&mut self, memory: Box<dyn Send>) -> Option<Box<dyn Send>> {
+        match self.open.last() {
+            Some(&newest) => {
+                self.parked.push((newest, memory));
+                None
+            }
+            None => Some(memory),
+        }
+    }
+
+    /// An endpoint closed (or its `fi_endpoint` failed): the memory that
+    /// waited for it alone, to drop once the lock is released.
+    pub(crate) fn closed(&mut self, id: u64) -> Vec<Box<dyn Send>> {
+        self.open.remove(&id);
+        let oldest_open = self.open.first().copied().unwrap_or(u64::MAX);
+        let mut free = Vec::new();
+        let mut i = 0;
+        while i < self.parked.len() {
+            if self.parked[i].0 < oldest_open {
+                free.push(self.parked.swap_remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
+        free
+    }
+}
+
+impl DomainInner {
+    /// The retired-memory lock (poisoning ignored: its state stays
+    /// consistent, each update being one step).
+    pub(crate) fn retired(&self) -> std::sync::MutexGuard<'_, Retired> {
+        self.retired.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An endpoint of the domain closed: the memory that waited for it is
+    /// dropped, outside the lock.
+    pub(crate) fn endpoint_closed(&self, id: u64) {
+        let free = self.retired().closed(id);
+        drop(free);
+    }
 }
 
 /// An open domain. It keeps its fabric open.
@@ -96,6 +182,7 @@ impl Domain {
                 next_key: std::sync::atomic::AtomicU64::new(1),
                 fd_cqs: std::sync::atomic::AtomicBool::new(false),
                 fd_counters: std::sync::atomic::AtomicBool::new(false),
+                retired: std::sync::Mutex::new(Retired::default()),
             }),
         })
     }

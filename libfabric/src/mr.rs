@@ -3,10 +3,12 @@
 //!
 //! A [`MemoryRegion`] owns the memory it registers (a `Vec<u8>`, a
 //! `Box<[u8]>`, or a `&'static mut [u8]`; see [`RegionMemory`]), so the
-//! memory cannot be freed or moved while it is registered; borrowed memory
-//! of a shorter life is registered for the length of a closure
-//! ([`MemoryRegion::scope`]). Registration asks for exactly the
-//! [`MrAccess`] given: no remote access unless asked for.
+//! memory cannot be freed or moved while it is registered. Memory borrowed
+//! for a shorter life cannot be registered: after its region closes, an
+//! RMA already under way may still copy into it (see *Closing* below),
+//! and only owned memory can be kept until that cannot happen.
+//! Registration asks for exactly the [`MrAccess`] given: no remote access
+//! unless asked for.
 //!
 //! A region that peers may write (`REMOTE_WRITE`) can change at any time,
 //! under any reference the process holds to it. So while it is registered
@@ -20,6 +22,24 @@
 //! length, key), sent to it in a message ([`RemoteRegion::to_bytes`]).
 //! Every RMA call of [`Endpoint`](crate::Endpoint) takes an offset into
 //! the remote region and a length, checked against it before the call.
+//!
+//! # Closing
+//! Closing an MR (`fi_close`) only removes its key from the domain's key
+//! map (`ofi_mr_close`, `prov/util/src/util_mr_map.c` 222-238 in 1.22):
+//! an RMA whose header arrived before, and passed the key check then,
+//! goes on copying into or out of the region's memory (tcp checks a
+//! write's key when its header arrives and then receives the payload
+//! straight into the region, `prov/tcp/src/xnet_progress.c` 912 in 1.22).
+//! Such an RMA is carried by an endpoint of the region's domain that was
+//! open when the MR closed; once each of those has closed, nothing
+//! reaches the memory. So:
+//! - dropping a region closes its MR and keeps the memory in the domain
+//!   until every endpoint of the domain open at that moment has closed
+//!   (at the latest until the domain itself is dropped); then it is
+//!   dropped;
+//! - [`into_inner`](MemoryRegion::into_inner) gives the memory back only
+//!   while no endpoint of the domain is open, and otherwise hands the
+//!   region back, still registered, with [`Error::State`].
 //!
 //! Several buffers can be one region (`Vec<Vec<u8>>`, `fi_mr_regv`), and
 //! registration can go through `fi_mr_regattr` ([`MemoryRegion::register_attr`]).
@@ -297,17 +317,27 @@ mod sealed {
 /// moved, and that nothing else reaches while the region owns it.
 ///
 /// Sealed: implemented for `Vec<u8>` (its heap buffer; the region never
-/// changes its length or capacity), `Box<[u8]>`, and `&mut [u8]` (the
-/// borrowed bytes, exclusively borrowed for the region's life), each one
-/// iovec; and for `Vec<Vec<u8>>` and `Vec<Box<[u8]>>`, one iovec per
-/// element, registered as one region (`fi_mr_regv`). Memory that the
-/// region owns outright (`Vec`s, `Box`es, `&'static mut [u8]`) is
-/// registered with [`MemoryRegion::register`]; memory borrowed for a
-/// shorter life only for the length of a closure, with
-/// [`MemoryRegion::scope`]: a region forgotten with `mem::forget` would
-/// otherwise end the borrow while the memory is still registered, and a
-/// peer could write into memory freed and reused.
-pub trait RegionMemory: sealed::Sealed {
+/// changes its length or capacity), `Box<[u8]>`, and `&'static mut [u8]`
+/// (exclusively borrowed for ever), each one iovec; and for
+/// `Vec<Vec<u8>>` and `Vec<Box<[u8]>>`, one iovec per element, registered
+/// as one region (`fi_mr_regv`).
+///
+/// The memory is owned outright (`Send + 'static`): a closed region's
+/// memory may have to be kept in its domain until RMA under way can no
+/// longer reach it (see the module documentation), which memory borrowed
+/// for a shorter life cannot be. (A region over such a borrow could also
+/// be forgotten with `mem::forget`, ending the borrow while the memory is
+/// still registered.)
+///
+/// ```compile_fail
+/// use libfabric::mr::{MemoryRegion, MrAccess};
+/// fn register(domain: &libfabric::Domain) {
+///     let mut bytes = vec![0u8; 64];
+///     // Borrowed for less than 'static: refused.
+///     let _ = MemoryRegion::register(domain, &mut bytes[..], MrAccess::REMOTE_WRITE);
+/// }
+/// ```
+pub trait RegionMemory: sealed::Sealed + Send + 'static {
     /// The bytes: address and length of each iovec.
     #[doc(hidden)]
     fn iovecs(&mut self) -> Vec<(*mut u8, usize)>;
@@ -327,8 +357,8 @@ impl RegionMemory for Box<[u8]> {
     }
 }
 
-impl sealed::Sealed for &mut [u8] {}
-impl RegionMemory for &mut [u8] {
+impl sealed::Sealed for &'static mut [u8] {}
+impl RegionMemory for &'static mut [u8] {
     fn iovecs(&mut self) -> Vec<(*mut u8, usize)> {
         vec![(self.as_mut_ptr(), self.len())]
     }
@@ -349,6 +379,10 @@ impl RegionMemory for Vec<Box<[u8]>> {
         self.iter_mut().map(|v| (v.as_mut_ptr(), v.len())).collect()
     }
 }
+
+/// The alignment the first byte of a region peers reach must have: the
+/// largest [`AtomicType`](crate::ep::atomic::AtomicType).
+pub const ATOMIC_ALIGN: usize = 8;
 
 /// The memory interface of a registration (`fi_mr_attr::iface`), for
 /// [`MemoryRegion::register_attr`]. The memory types a region owns are
@@ -417,7 +451,7 @@ unsafe impl<M: RegionMemory + Send> Send for MemoryRegion<M> {}
 // fixed fields; writes take &mut self.
 unsafe impl<M: RegionMemory + Sync> Sync for MemoryRegion<M> {}
 
-impl<M: RegionMemory + 'static> MemoryRegion<M> {
+impl<M: RegionMemory> MemoryRegion<M> {
     /// `fi_mr_reg`: registers `memory` with `domain` for `access`, taking
     /// ownership of it.
     ///
@@ -459,43 +493,6 @@ impl<M: RegionMemory + 'static> MemoryRegion<M> {
     }
 }
 
-impl<'a> MemoryRegion<&'a mut [u8]> {
-    /// Registers borrowed memory for the length of `f` (`fi_mr_reg`
-    /// before, `fi_close` after, also when `f` panics). The memory cannot
-    /// be reached through the borrow while registered, and the region
-    /// cannot leave `f`.
-    ///
-    /// ```
-    /// use libfabric::mr::{MemoryRegion, MrAccess};
-    /// use libfabric::{info::{getinfo, Hints}, Domain, Fabric};
-    /// let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
-    /// let info = list.first().unwrap();
-    /// let domain = Domain::open(&Fabric::open(info)?, info)?;
-    /// let mut bytes = [0u8; 256];
-    /// let key = MemoryRegion::scope(&domain, &mut bytes, MrAccess::REMOTE_READ, |region| {
-    ///     region.key()
-    /// })?;
-    /// bytes[0] = 1; // deregistered: the borrow is over
-    /// # let _ = key;
-    /// # Ok::<(), libfabric::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`register`](MemoryRegion::register). If the deregistration
-    /// after `f` fails the process aborts: the memory could not be kept
-    /// out of peers' reach once the borrow ends.
-    pub fn scope<R>(
-        domain: &Domain,
-        memory: &'a mut [u8],
-        access: MrAccess,
-        f: impl FnOnce(&mut MemoryRegion<&'a mut [u8]>) -> R,
-    ) -> Result<R> {
-        let mut region = Self::new(domain, memory, access, Call::Reg)?;
-        // The region is dropped (deregistered) here, or while f unwinds.
-        Ok(f(&mut region))
-    }
-}
-
 impl<M: RegionMemory> MemoryRegion<M> {
     fn new(domain: &Domain, mut memory: M, access: MrAccess, call: Call) -> Result<Self> {
         if crate::quirks::caches_registrations(domain.inner.info.provider()) {
@@ -513,12 +510,33 @@ impl<M: RegionMemory> MemoryRegion<M> {
                 limit: usize::MAX,
                 given: usize::MAX,
             })?;
+        // Atomics land at offsets of the part peers address (the first
+        // iovec); the initiator checks an offset's alignment only, and in
+        // offset mode (no FI_MR_VIRT_ADDR) the target's provider adds the
+        // region's address to it (`ofi_mr_map_verify`,
+        // `prov/util/src/util_mr_map.c` 141-145 in 1.22) and operates on
+        // the sum with `__atomic` builtins of the type's size: a first
+        // byte at an address not aligned to the largest type (8 bytes)
+        // would give it misaligned operands.
+        if access.intersects(MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)
+            && iov.first().is_some_and(|&(base, _)| base as usize % ATOMIC_ALIGN != 0)
+        {
+            return Err(Error::InvalidArgument(
+                format!(
+                    "a memory region peers reach (REMOTE_READ or REMOTE_WRITE) must start at                      an address aligned to {ATOMIC_ALIGN} bytes (atomics land at its offsets)"
+                )
+                .into(),
+            ));
+        }
         // SAFETY: `memory` is moved into the region below and stays there
         // (its iovecs at the same addresses, RegionMemory's contract) until
-        // the MR is closed: by into_inner or Drop, which close it before
-        // releasing M; a borrowed M only lives in `scope`, which drops the
-        // region before the borrow ends. If registration fails, M is
-        // dropped unregistered.
+        // the MR is closed and, after that, until no RMA that passed the
+        // key check can still reach it: into_inner gives it back only when
+        // no endpoint of the domain is open, Drop parks it in the domain
+        // until the endpoints open at the close have closed (see
+        // domain::Retired). M is owned ('static), so nothing else can end
+        // its life meanwhile. If registration fails, M is dropped
+        // unregistered.
         let reg = unsafe { register_iov(&domain.inner, &iov, access, call)? };
         Ok(MemoryRegion {
             reg,
@@ -751,26 +769,55 @@ impl<M: RegionMemory> MemoryRegion<M> {
         self.iov.len()
     }
 
-    /// Deregisters the region (`fi_close`) and gives the memory back. Its
-    /// key is not requested again in this domain (without
+    /// Deregisters the region (`fi_close`) and gives the memory back, when
+    /// no endpoint of its domain is open.
+    ///
+    /// An RMA that passed the key check before the close may go on copying
+    /// into or out of the memory afterwards, carried by an endpoint of the
+    /// domain that was open at the close (see the module documentation);
+    /// with none open, none is under way, and the memory is the caller's
+    /// again. Its key is not requested again in this domain (without
     /// `FI_MR_PROV_KEY`), so a peer that still holds its [`RemoteRegion`]
-    /// gets an error completion, and reaches nothing.
+    /// gets an error completion, and reaches nothing. (Dropping the region
+    /// instead frees the memory once those endpoints have closed.)
     ///
     /// # Errors
-    /// [`Error::Call`] when `fi_close` fails: the region comes back with
-    /// the error, still registered.
+    /// Each with the region handed back, still registered:
+    /// [`Error::State`] while an endpoint of the domain is open (close
+    /// the domain's endpoints first, or drop the region);
+    /// [`Error::Call`] when `fi_close` fails.
     // The region itself comes back on failure (still registered, it must
     // not be lost): a large error variant, on a cold path.
     #[allow(clippy::result_large_err)]
     pub fn into_inner(self) -> std::result::Result<M, (Self, Error)> {
         let mut this = ManuallyDrop::new(self);
+        let domain = this.domain.clone();
+        // Held across the close: no endpoint opens meanwhile (each is
+        // counted under this lock before its fi_endpoint).
+        let retired = domain.retired();
+        if retired.open_endpoints() != 0 {
+            drop(retired);
+            return Err((
+                ManuallyDrop::into_inner(this),
+                Error::State {
+                    call: "MemoryRegion::into_inner",
+                    reason: "endpoints of the region's domain are open, and an RMA that passed \
+                             the key check before the close may still copy into or out of the \
+                             memory: close them first, or drop the region (its memory is \
+                             freed once they have closed)",
+                },
+            ));
+        }
         if let Err(e) = this.reg.mr.close() {
+            drop(retired);
             return Err((ManuallyDrop::into_inner(this), e));
         }
-        // SAFETY: the MR is closed; every field that owns something is
-        // moved out once (the others are Copy) and `this` is never dropped
-        // (ManuallyDrop), so nothing is dropped twice or leaked. The closed
-        // OwnedFid's drop does nothing.
+        drop(retired);
+        // SAFETY: the MR is closed, with no endpoint of the domain open
+        // from before the close until now: no RMA reaches the memory. Every
+        // field that owns something is moved out once (the others are
+        // Copy) and `this` is never dropped (ManuallyDrop), so nothing is
+        // dropped twice or leaked. The closed OwnedFid's drop does nothing.
         unsafe {
             let MemoryRegion {
                 reg,
@@ -787,31 +834,55 @@ impl<M: RegionMemory> MemoryRegion<M> {
         }
     }
 
-    /// Deregisters the region now (`fi_close`) and drops the memory.
+    /// Deregisters the region now (`fi_close`); its memory is dropped as
+    /// by dropping the region (once the endpoints of the domain open now
+    /// have closed).
     ///
     /// # Errors
-    /// As [`into_inner`](Self::into_inner): the region comes back with the
-    /// error.
+    /// [`Error::Call`] when `fi_close` fails: the region comes back with
+    /// the error, still registered.
     #[allow(clippy::result_large_err)]
     pub fn close(self) -> crate::error::Handback<Self> {
-        self.into_inner().map(drop)
+        let mut this = ManuallyDrop::new(self);
+        match this.retire() {
+            Ok(()) => {
+                // SAFETY: retired: the MR is closed and the memory moved
+                // out; the remaining owning fields are dropped once here
+                // and `this` never again (ManuallyDrop).
+                unsafe {
+                    drop(ptr::read(&this.reg));
+                    drop(ptr::read(&this.iov));
+                    drop(ptr::read(&this.domain));
+                }
+                Ok(())
+            }
+            Err(e) => Err((ManuallyDrop::into_inner(this), e)),
+        }
+    }
+
+    /// Closes the MR and moves the memory into the domain's retired list
+    /// (or drops it when no endpoint of the domain is open). On success
+    /// `self.memory` has been taken: the caller must not touch it again.
+    fn retire(&mut self) -> Result<()> {
+        let mut retired = self.domain.retired();
+        self.reg.mr.close()?;
+        // SAFETY: taken once: the callers (close, Drop) never use
+        // `self.memory` after a successful retire.
+        let memory: Box<dyn Send> = Box::new(unsafe { ManuallyDrop::take(&mut self.memory) });
+        let now = retired.park(memory);
+        drop(retired);
+        // No endpoint was open: nothing reaches the memory.
+        drop(now);
+        Ok(())
     }
 }
 
 impl<M: RegionMemory> Drop for MemoryRegion<M> {
     fn drop(&mut self) {
-        if self.reg.mr.close().is_ok() {
-            // SAFETY: deregistered; dropped once (Drop runs once).
-            unsafe { ManuallyDrop::drop(&mut self.memory) };
-            return;
-        }
-        // Still registered: peers may still reach the memory. Owned memory
-        // is leaked rather than freed; borrowed memory cannot be kept past
-        // its borrow (`scope`), so the process cannot go on safely.
-        if std::mem::needs_drop::<M>() {
-            return;
-        }
-        std::process::abort();
+        // On failure the MR is still registered: peers may still reach the
+        // memory, which is leaked rather than freed (it is owned, so
+        // nothing else frees it).
+        let _ = self.retire();
     }
 }
 
@@ -892,11 +963,12 @@ impl RemoteRegion {
     }
 
     /// The remote address of `len` bytes at `offset`, checked to be within
-    /// the region.
+    /// the region, and their end not to pass 2^64.
     ///
     /// # Errors
     /// [`Error::TooLarge`] when `offset + len` is past the region;
-    /// [`Error::InvalidArgument`] when the address overflows.
+    /// [`Error::InvalidArgument`] when `addr + offset + len` overflows
+    /// 64 bits.
     pub fn address_of(&self, offset: u64, len: usize) -> Result<u64> {
         let len = len as u64;
         match offset.checked_add(len) {
@@ -909,8 +981,31 @@ impl RemoteRegion {
                 })
             }
         }
-        self.addr.checked_add(offset).ok_or_else(|| {
-            Error::InvalidArgument("the remote region's address + offset overflows 64 bits".into())
-        })
+        match self.addr.checked_add(offset) {
+            Some(addr) if addr.checked_add(len).is_some() => Ok(addr),
+            _ => Err(Error::InvalidArgument(
+                "the remote region's address + offset + length overflows 64 bits".into(),
+            )),
+        }
+    }
+
+    /// [`address_of`](Self::address_of) for an RMA or atomic of a domain
+    /// of `mr_mode`: without `FI_MR_VIRT_ADDR` the address is an offset
+    /// into the target's region, whose bytes number at most `isize::MAX`,
+    /// so an end past that is refused. The target's provider adds the
+    /// region's address to it and checks the sum against the region
+    /// without guarding against wrap-around (`ofi_mr_map_verify`,
+    /// `prov/util/src/util_mr_map.c` 141-145 in 1.22): an offset near
+    /// 2^64 would wrap to an address outside the region and pass.
+    pub(crate) fn target_address(&self, offset: u64, len: usize, mr_mode: i32) -> Result<u64> {
+        let addr = self.address_of(offset, len)?;
+        if mr_mode & sys::FI_MR_VIRT_ADDR == 0 && addr + len as u64 > isize::MAX as u64 {
+            return Err(Error::InvalidArgument(
+                "the remote region's offset + length is past isize::MAX, beyond any region of \
+                 a domain that addresses regions by offset (no FI_MR_VIRT_ADDR)"
+                    .into(),
+            ));
+        }
+        Ok(addr)
     }
 }

@@ -331,7 +331,7 @@ fn write_read_write_data_and_inject_write_round_trips() {
     next(&a, &b).expect("the sub-range write's completion");
     pump([&a, &b], || read_region(&target, 1007, 3) == b"sub");
 
-    let memory = target.into_inner().map_err(|(_, e)| e).unwrap();
+    let memory = into_inner_after_closing(target, a, b);
     assert_eq!(&memory[100..105], b"hello");
     assert_eq!(&memory[1007..1010], b"sub");
     println!(
@@ -491,12 +491,45 @@ fn a_region_peers_may_read_is_read() {
     assert_eq!(&done.buffer.unwrap()[..4], b"open");
 }
 
+/// `into_inner` of `target` once the endpoints of both sides have closed
+/// (while one is open it is refused with `Error::State`, the region
+/// handed back registered).
+fn into_inner_after_closing<M: libfabric::mr::RegionMemory>(
+    target: MemoryRegion<M>,
+    a: Side,
+    b: Side,
+) -> M {
+    let (target, e) = match target.into_inner() {
+        Err(back) => back,
+        Ok(_) => panic!("into_inner while endpoints of the domain are open"),
+    };
+    assert!(
+        matches!(e, Error::State { call: "MemoryRegion::into_inner", .. }),
+        "{e}"
+    );
+    assert!(target.len() > 0, "the region comes back");
+    drop((a, b));
+    target
+        .into_inner()
+        .map_err(|(_, e)| e)
+        .expect("into_inner once no endpoint of the domain is open")
+}
+
 #[test]
 fn a_write_to_a_deregistered_region_reaches_nothing() {
     let (a, b) = pair();
-    let target = region(&b, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE);
+    // Memory that outlives the region (leaked), to look at after the
+    // region is dropped.
+    let memory: &'static mut [u8] = Box::leak(vec![0u8; 4096].into_boxed_slice());
+    let at = memory.as_ptr();
+    let target = MemoryRegion::register(
+        &b.domain,
+        memory,
+        MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+    )
+    .unwrap();
     let remote = target.remote();
-    let memory = target.into_inner().map_err(|(_, e)| e).unwrap();
+    drop(target);
     // A new region in the same domain gets another key.
     let other = region(&b, MrAccess::REMOTE_WRITE);
     assert_ne!(other.key(), remote.key);
@@ -504,7 +537,12 @@ fn a_write_to_a_deregistered_region_reaches_nothing() {
         a.ep.write(buf, 4, &remote, 0, a.peer)
     });
     refused(&a, &b, "a write to a closed region");
-    assert!(memory.iter().all(|&x| x == 0));
+    // SAFETY: the leaked bytes, never freed; volatile reads, nothing else
+    // writes them (the write above was refused, or the test fails).
+    let seen: Vec<u8> = (0..4096)
+        .map(|i| unsafe { std::ptr::read_volatile(at.add(i)) })
+        .collect();
+    assert!(seen.iter().all(|&x| x == 0));
     assert!(read_region(&other, 0, 4096).iter().all(|&x| x == 0));
 }
 
@@ -518,29 +556,6 @@ fn a_read_of_a_dropped_region_is_refused() {
         a.ep.read(buf, 4, &remote, 0, a.peer)
     });
     refused(&a, &b, "a read of a dropped region");
-}
-
-#[test]
-fn borrowed_memory_is_registered_for_a_scope() {
-    let (a, b) = pair();
-    let mut bytes = vec![0u8; 256];
-    MemoryRegion::scope(&b.domain, &mut bytes, MrAccess::REMOTE_WRITE, |target| {
-        post(&a, &b, buffer_with(&a, b"scoped"), |buf| {
-            a.ep.write(buf, 6, &target.remote(), 10, a.peer)
-        });
-        next(&a, &b).expect("the write's completion");
-        let mut seen = [0u8; 6];
-        pump([&a, &b], || {
-            target.read_at(10, &mut seen).unwrap();
-            &seen == b"scoped"
-        });
-        assert!(
-            target.as_slice().is_err(),
-            "no slice of a region peers write"
-        );
-    })
-    .unwrap();
-    assert_eq!(&bytes[10..16], b"scoped");
 }
 
 #[test]
@@ -562,9 +577,8 @@ fn the_pool_asks_for_local_access_only() {
     let slots: Vec<Buffer> = std::iter::from_fn(|| b.pool.take()).collect();
     assert_eq!(slots.len(), 8);
     assert!(slots.iter().all(|s| s[0] == 0));
-    let remote_pool =
-        BufferPool::with_access(&b.domain, 1, 64, MrAccess::LOCAL | MrAccess::REMOTE_READ).unwrap();
-    assert_ne!(remote_pool.key(), b.pool.key());
+    let send_only = BufferPool::with_access(&b.domain, 1, 64, MrAccess::SEND).unwrap();
+    assert_ne!(send_only.key(), b.pool.key());
 }
 
 #[test]
@@ -667,7 +681,7 @@ fn several_iovecs_are_one_region() {
     });
     next(&a, &b).expect("the write's completion");
     pump([&a, &b], || read_region_any(&target, 10, 4) == b"peer");
-    let back = target.into_inner().map_err(|(_, e)| e).unwrap();
+    let back = into_inner_after_closing(target, a, b);
     assert_eq!(&back[0][10..14], b"peer");
     assert_eq!(&back[0][95..], b"01234");
     assert_eq!(&back[1][..5], b"56789");
@@ -1062,4 +1076,334 @@ fn user_memory_is_refused_where_registrations_are_cached() {
     } else {
         got.unwrap_or_else(|e| panic!("provider {}: {e}", provider()));
     }
+}
+
+/// Whether the domain addresses regions by virtual address (else by
+/// offset from the region's first byte).
+fn virt_addr(s: &Side) -> bool {
+    let probe = MemoryRegion::register(&s.domain, vec![0u8; 64], MrAccess::REMOTE_READ).unwrap();
+    probe.remote().addr != 0
+}
+
+/// Reads both sides' queues in the background until `stop`.
+fn pump_until(
+    sides: [(&CompletionQueue<Data>, &BufferPool); 2],
+    stop: &std::sync::atomic::AtomicBool,
+) -> Vec<libfabric::Result<libfabric::cq::Completion>> {
+    let mut got = Vec::new();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        for (cq, pool) in sides {
+            match cq.wait_one(pool, Some(Duration::from_millis(1))) {
+                Err(Error::TimedOut { .. }) => {}
+                other => got.push(other),
+            }
+        }
+    }
+    got
+}
+
+/// A pool's buffers are lent as slices: remote access to a pool would
+/// race with them, so it is refused (the memory peers reach is a
+/// `MemoryRegion`).
+#[test]
+fn a_pool_with_remote_access_is_refused() {
+    let (_fabric, domain, _) = fabric_domain();
+    for access in [
+        MrAccess::LOCAL | MrAccess::REMOTE_WRITE,
+        MrAccess::LOCAL | MrAccess::REMOTE_READ,
+        MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+    ] {
+        let e = BufferPool::with_access(&domain, 1, 4096, access).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{access:?}: {e}");
+    }
+    BufferPool::with_access(&domain, 1, 4096, MrAccess::LOCAL).unwrap();
+}
+
+/// Large RMA under way in both directions while the target's region is
+/// closed: `into_inner` is refused while an endpoint of the domain is
+/// open (an RMA that passed the key check may still copy), and once they
+/// have closed the memory it gives back changes no more.
+#[test]
+fn memory_from_into_inner_is_not_written_afterwards() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const LEN: usize = 64 << 20;
+    let (a, b) = pair();
+    let big = BufferPool::new(&a.domain, 1, LEN).unwrap();
+    let mut src = big.take().unwrap();
+    src[..LEN].fill(0xAA);
+    let target = MemoryRegion::register(&b.domain, vec![0u8; LEN], MrAccess::REMOTE_WRITE).unwrap();
+    let remote = target.remote();
+    let stop = AtomicBool::new(false);
+    let (target, refused_while_open) = std::thread::scope(|s| {
+        post(&a, &b, src, |x| a.ep.write(x, LEN, &remote, 0, a.peer));
+        let sides = [(&a.cq, &a.pool), (&b.cq, &b.pool)];
+        let stop = &stop;
+        let pumper = s.spawn(move || pump_until(sides, stop));
+        // Until the write has begun landing.
+        let start = Instant::now();
+        let mut one = [0u8; 1];
+        while start.elapsed() < Duration::from_secs(10) {
+            target.read_at(0, &mut one).unwrap();
+            if one[0] == 0xAA {
+                break;
+            }
+        }
+        let back = target.into_inner();
+        stop.store(true, Ordering::Relaxed);
+        pumper.join().unwrap();
+        match back {
+            Err((target, e)) => (target, e),
+            Ok(_) => panic!("into_inner with the domain's endpoints open"),
+        }
+    });
+    assert!(
+        matches!(refused_while_open, Error::State { .. }),
+        "{refused_while_open}"
+    );
+    // The endpoints close (the write stops, wherever it was).
+    drop(big);
+    drop((a, b));
+    let memory = target.into_inner().map_err(|(_, e)| e).unwrap();
+    let before = memory.iter().filter(|&&x| x == 0xAA).count();
+    std::thread::sleep(Duration::from_millis(500));
+    let after = std::hint::black_box(&memory)
+        .iter()
+        .filter(|&&x| x == 0xAA)
+        .count();
+    println!(
+        "{}: provider {}: {before} of {LEN} bytes written when the endpoints closed",
+        test_name(),
+        provider()
+    );
+    assert_eq!(after, before, "written after into_inner returned");
+}
+
+/// A peer's large read of a region under way: `into_inner` is refused
+/// (the region comes back, still registered), so the peer reads only what
+/// the region held.
+#[test]
+fn memory_from_into_inner_is_not_read_afterwards() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const LEN: usize = 64 << 20;
+    let (a, b) = pair();
+    let big = BufferPool::new(&a.domain, 1, LEN).unwrap();
+    let target =
+        MemoryRegion::register(&b.domain, vec![0xAAu8; LEN], MrAccess::REMOTE_READ).unwrap();
+    let remote = target.remote();
+    let stop = AtomicBool::new(false);
+    let (got, target) = std::thread::scope(|s| {
+        post(&a, &b, big.take().unwrap(), |x| {
+            a.ep.read(x, LEN, &remote, 0, a.peer)
+        });
+        let (acq, bcq, bpool, bigp, stop) = (&a.cq, &b.cq, &b.pool, &big, &stop);
+        let pumper = s.spawn(move || {
+            let start = Instant::now();
+            while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(60) {
+                let _ = bcq.wait_one(bpool, Some(Duration::from_millis(1)));
+                match acq.wait_one(bigp, Some(Duration::from_millis(1))) {
+                    Err(Error::TimedOut { .. }) => {}
+                    other => return vec![other],
+                }
+            }
+            Vec::new()
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        let (target, e) = match target.into_inner() {
+            Err(back) => back,
+            Ok(_) => panic!("into_inner with the domain's endpoints open"),
+        };
+        assert!(matches!(e, Error::State { .. }), "{e}");
+        let got = pumper.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        (got, target)
+    });
+    let buf = got
+        .into_iter()
+        .find_map(|c| c.ok().and_then(|c| c.buffer))
+        .expect("the read's completion with its buffer");
+    assert!(buf[..LEN].iter().all(|&x| x == 0xAA), "{}", provider());
+    drop(buf);
+    drop(big);
+    let memory = into_inner_after_closing(target, a, b);
+    assert!(memory.iter().all(|&x| x == 0xAA));
+}
+
+/// Dropping a region while a large write into it is under way: its memory
+/// (large enough to be unmapped when freed) is kept until the domain's
+/// endpoints open at the drop have closed, so the write lands in live
+/// memory and the process survives.
+#[test]
+fn dropped_region_is_not_written_afterwards() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const LEN: usize = 64 << 20;
+    let (a, b) = pair();
+    let big = BufferPool::new(&a.domain, 1, LEN).unwrap();
+    let mut src = big.take().unwrap();
+    src[..LEN].fill(0xAA);
+    let target = MemoryRegion::register(&b.domain, vec![0u8; LEN], MrAccess::REMOTE_WRITE).unwrap();
+    let remote = target.remote();
+    let stop = AtomicBool::new(false);
+    let got = std::thread::scope(|s| {
+        post(&a, &b, src, |x| a.ep.write(x, LEN, &remote, 0, a.peer));
+        let sides = [(&a.cq, &a.pool), (&b.cq, &b.pool)];
+        let stop = &stop;
+        let pumper = s.spawn(move || pump_until(sides, stop));
+        let start = Instant::now();
+        let mut one = [0u8; 1];
+        while start.elapsed() < Duration::from_secs(10) {
+            target.read_at(0, &mut one).unwrap();
+            if one[0] == 0xAA {
+                break;
+            }
+        }
+        drop(target);
+        std::thread::sleep(Duration::from_millis(1000));
+        stop.store(true, Ordering::Relaxed);
+        pumper.join().unwrap()
+    });
+    println!(
+        "{}: provider {}: completions after the drop: {:?}",
+        test_name(),
+        provider(),
+        got.iter().map(|c| c.as_ref().map(|c| c.flags)).collect::<Vec<_>>()
+    );
+    // The endpoints close; the parked memory is freed with them.
+    drop((a, b));
+    drop(big);
+}
+
+/// A remote region whose address wraps past 2^64 at the target (as given,
+/// with virtual addresses; once the target adds its region's address, in
+/// offset mode): the providers' bounds check wraps too, so the initiator
+/// refuses it before the call. (A peer that does not use this crate can
+/// still send one; the target's provider is then left to cope.)
+#[test]
+fn forged_wrapping_remote_regions_are_refused_before_the_call() {
+    let (a, b) = pair();
+    let memory = vec![0u8; 4096];
+    let base = memory.as_ptr() as u64;
+    let target = MemoryRegion::register(
+        &b.domain,
+        memory,
+        MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+    )
+    .unwrap();
+    let top = u64::MAX - 7;
+    let addr = if virt_addr(&b) {
+        top
+    } else {
+        top.wrapping_sub(base)
+    };
+    let forged = RemoteRegion {
+        addr,
+        len: 64,
+        key: target.key(),
+    };
+    let wraps = RemoteRegion {
+        addr: top,
+        len: 8,
+        key: 1,
+    };
+    assert!(matches!(
+        wraps.address_of(0, 16),
+        Err(Error::TooLarge { .. })
+    ));
+    assert!(matches!(
+        RemoteRegion { len: 64, ..wraps }.address_of(0, 16),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        RemoteRegion::from_bytes(&RemoteRegion { len: 64, ..wraps }.to_bytes()),
+        Err(Error::InvalidArgument(_))
+    ));
+    let is_refused = |r: libfabric::Handback<Buffer>, what: &str| match r {
+        Err((_, Error::InvalidArgument(_))) => {}
+        Err((_, e)) => panic!("{what}: {e}"),
+        Ok(()) => panic!("{what}: posted"),
+    };
+    is_refused(
+        a.ep.write(buffer_with(&a, &[0xAA; 32]), 32, &forged, 0, a.peer),
+        "write",
+    );
+    is_refused(
+        a.ep.read(a.pool.take().unwrap(), 32, &forged, 0, a.peer),
+        "read",
+    );
+    match a.ep.inject_write(&[0xAA; 8], &forged, 0, a.peer) {
+        Err(Error::InvalidArgument(_)) => {}
+        other => panic!("inject_write: {other:?}"),
+    }
+    if let Some((a, _b)) = try_pair_with(Caps::MSG | Caps::RMA | Caps::ATOMIC) {
+        use libfabric::ep::atomic::AtomicOp;
+        let aligned = RemoteRegion {
+            addr: forged.addr & !7,
+            ..forged
+        };
+        match a.ep.atomic::<u64>(
+            buffer_with(&a, &1u64.to_ne_bytes()),
+            1,
+            AtomicOp::Sum,
+            &aligned,
+            0,
+            a.peer,
+        ) {
+            // Refused for the address, or (verbs) for atomics.
+            Err((_, Error::InvalidArgument(_) | Error::Unsupported { .. })) => {}
+            Err((_, e)) => panic!("atomic: {e}"),
+            Ok(()) => panic!("atomic: posted"),
+        }
+    }
+    let mut seen = vec![0u8; 64];
+    target.read_at(0, &mut seen).unwrap();
+    assert_eq!(seen, vec![0u8; 64]);
+}
+
+/// Atomics land at offsets of a region peers reach, checked for alignment
+/// by the initiator: a region whose first byte is not aligned to 8 bytes
+/// is refused remote access (else a u64 atomic at offset 0 would be
+/// misaligned at the target, in offset mode).
+#[test]
+fn a_misaligned_region_is_refused_remote_access() {
+    let (_fabric, domain, _) = fabric_domain();
+    // `len` bytes from `skip` bytes into a fresh leaked allocation (the
+    // allocator aligns it to at least 8).
+    let leaked = |skip: usize, len: usize| -> &'static mut [u8] {
+        let whole: &'static mut [u8] = Box::leak(vec![0u8; 64].into_boxed_slice());
+        assert_eq!(whole.as_ptr() as usize % 8, 0);
+        &mut whole[skip..skip + len]
+    };
+    for access in [
+        MrAccess::REMOTE_WRITE,
+        MrAccess::REMOTE_READ,
+        MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+    ] {
+        for skip in [1, 4] {
+            let e = MemoryRegion::register(&domain, leaked(skip, 16), access).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{access:?}: {e}");
+        }
+    }
+    // Local access only: no alignment needed.
+    drop(MemoryRegion::register(&domain, leaked(1, 16), MrAccess::SEND).unwrap());
+    // Aligned: taken.
+    drop(MemoryRegion::register(&domain, leaked(8, 16), MrAccess::REMOTE_WRITE).unwrap());
+}
+
+/// A region dropped while endpoints are open parks its memory in the
+/// domain until they have closed; with none open, regions of the domain
+/// register, drop and give their memory back with `into_inner` at once.
+#[test]
+fn regions_dropped_before_and_after_endpoints_close() {
+    let (a, b) = pair();
+    let domain = b.domain.clone();
+    let parked = region(&b, MrAccess::REMOTE_WRITE);
+    drop(parked);
+    drop((a, b));
+    let now = MemoryRegion::register(&domain, vec![0u8; 64], MrAccess::REMOTE_WRITE).unwrap();
+    drop(now);
+    let back = MemoryRegion::register(&domain, vec![7u8; 64], MrAccess::REMOTE_WRITE)
+        .unwrap()
+        .into_inner()
+        .map_err(|(_, e)| e)
+        .expect("into_inner with no endpoint open");
+    assert_eq!(back, vec![7u8; 64]);
 }

@@ -267,7 +267,7 @@ impl Endpoint {
                 given: count,
             });
         }
-        let addr = remote.address_of(offset, bytes)?;
+        let addr = remote.target_address(offset, bytes, self.inner.domain.info.mr_mode())?;
         if addr % size as u64 != 0 {
             return Err(Error::InvalidArgument(
                 format!("{call}: the remote address {addr:#x} is not aligned to {size} bytes")

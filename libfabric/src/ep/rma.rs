@@ -62,7 +62,7 @@ impl Endpoint {
                 given: len,
             });
         }
-        let addr = remote.address_of(offset, len)?;
+        let addr = remote.target_address(offset, len, self.inner.domain.info.mr_mode())?;
         let dest = self.check_peer(call, dest, false)?;
         Ok((addr, dest))
     }

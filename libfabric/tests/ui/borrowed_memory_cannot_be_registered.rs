@@ -1,5 +1,6 @@
-// Memory borrowed for less than 'static is registered only for a scope:
-// `register` would let a forgotten region keep it registered after the
+// Memory borrowed for less than 'static cannot be registered: a closed
+// region's memory may have to be kept until RMA under way can no longer
+// reach it, and a forgotten region would keep it registered after the
 // borrow ends.
 use libfabric::mr::{MemoryRegion, MrAccess};
 fn register(domain: &libfabric::Domain) {
