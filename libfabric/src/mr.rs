@@ -420,8 +420,10 @@ pub enum HmemIface {
 /// The application's memory `M`, registered with a domain (`fi_mr_reg`).
 ///
 /// The region owns `M` until [`into_inner`](Self::into_inner) gives it
-/// back deregistered; dropping the region deregisters it (`fi_close`) and
-/// then drops `M`. It keeps its domain open.
+/// back deregistered (only while no endpoint of its domain is open);
+/// dropping the region deregisters it (`fi_close`) and drops `M` once the
+/// endpoints of the domain open at that moment have closed (see the
+/// module documentation). It keeps its domain open.
 ///
 /// # Access to the memory while registered
 /// Peers reach a region registered with [`MrAccess::REMOTE_WRITE`] at any
@@ -519,7 +521,9 @@ impl<M: RegionMemory> MemoryRegion<M> {
         // byte at an address not aligned to the largest type (8 bytes)
         // would give it misaligned operands.
         if access.intersects(MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)
-            && iov.first().is_some_and(|&(base, _)| base as usize % ATOMIC_ALIGN != 0)
+            && iov
+                .first()
+                .is_some_and(|&(base, _)| base as usize % ATOMIC_ALIGN != 0)
         {
             return Err(Error::InvalidArgument(
                 format!(

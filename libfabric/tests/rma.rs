@@ -504,7 +504,13 @@ fn into_inner_after_closing<M: libfabric::mr::RegionMemory>(
         Ok(_) => panic!("into_inner while endpoints of the domain are open"),
     };
     assert!(
-        matches!(e, Error::State { call: "MemoryRegion::into_inner", .. }),
+        matches!(
+            e,
+            Error::State {
+                call: "MemoryRegion::into_inner",
+                ..
+            }
+        ),
         "{e}"
     );
     assert!(target.len() > 0, "the region comes back");
@@ -1265,7 +1271,9 @@ fn dropped_region_is_not_written_afterwards() {
         "{}: provider {}: completions after the drop: {:?}",
         test_name(),
         provider(),
-        got.iter().map(|c| c.as_ref().map(|c| c.flags)).collect::<Vec<_>>()
+        got.iter()
+            .map(|c| c.as_ref().map(|c| c.flags))
+            .collect::<Vec<_>>()
     );
     // The endpoints close; the parked memory is freed with them.
     drop((a, b));
