@@ -64,6 +64,11 @@ impl Retired {
         self.open.len()
     }
 
+    /// How many closed regions' memory is kept.
+    pub(crate) fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
     /// Parks `memory` of a region whose MR was closed while holding this
     /// lock, or hands it back when no endpoint is open.
     pub(crate) fn park(&mut self, memory: Box<dyn Send>) -> Option<Box<dyn Send>> {
@@ -199,6 +204,33 @@ impl Domain {
         Fabric {
             inner: self.inner.fabric.clone(),
         }
+    }
+
+    /// How many closed [`MemoryRegion`](crate::mr::MemoryRegion)s' memory
+    /// the domain keeps: regions dropped (or closed) while endpoints of the
+    /// domain were open keep their memory here until each of those
+    /// endpoints has closed, since an RMA that passed the key check before
+    /// the region closed may still copy into or out of it (see the
+    /// [`mr`](crate::mr) module). It grows for as long as such an endpoint
+    /// stays open: register a region once and reuse it rather than
+    /// registering and dropping one per transfer.
+    ///
+    /// ```
+    /// use libfabric::mr::{MemoryRegion, MrAccess};
+    /// use libfabric::{info::{getinfo, Hints}, Domain, Endpoint, Fabric};
+    /// let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
+    /// let info = list.first().unwrap();
+    /// let domain = Domain::open(&Fabric::open(info)?, info)?;
+    /// let endpoint = Endpoint::open(&domain, info)?;
+    /// drop(MemoryRegion::register(&domain, vec![0u8; 4096], MrAccess::REMOTE_WRITE)?);
+    /// assert_eq!(domain.retained_regions(), 1);
+    /// drop(endpoint); // closed: nothing can reach the memory any more
+    /// assert_eq!(domain.retained_regions(), 0);
+    /// # Ok::<(), libfabric::Error>(())
+    /// ```
+    #[must_use]
+    pub fn retained_regions(&self) -> usize {
+        self.inner.retired().parked()
     }
 
     /// The raw `fid_domain`.

@@ -36,7 +36,9 @@
 //! - dropping a region closes its MR and keeps the memory in the domain
 //!   until every endpoint of the domain open at that moment has closed
 //!   (at the latest until the domain itself is dropped); then it is
-//!   dropped;
+//!   dropped. Memory kept this way adds up while such an endpoint stays
+//!   open ([`Domain::retained_regions`] counts it): reuse long-lived
+//!   regions rather than registering one per transfer;
 //! - [`into_inner`](MemoryRegion::into_inner) gives the memory back only
 //!   while no endpoint of the domain is open, and otherwise hands the
 //!   region back, still registered, with [`Error::State`].
