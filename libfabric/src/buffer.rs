@@ -332,7 +332,7 @@ impl BufferPool {
     /// and registers them with `domain` (`fi_mr_reg`) for local use only
     /// ([`MrAccess::LOCAL`]: sends, receives, and the local side of RMA
     /// reads and writes). Peers cannot reach a pool's memory with RMA
-    /// unless it was asked for with [`with_access`](Self::with_access).
+    /// ([`with_access`](Self::with_access) takes local access flags only).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no slots, more than 2^32-1, or a
