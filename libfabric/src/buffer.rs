@@ -332,7 +332,11 @@ impl BufferPool {
     /// and registers them with `domain` (`fi_mr_reg`) for local use only
     /// ([`MrAccess::LOCAL`]: sends, receives, and the local side of RMA
     /// reads and writes). Peers cannot reach a pool's memory with RMA
-    /// ([`with_access`](Self::with_access) takes local access flags only).
+    /// ([`with_access`](Self::with_access) takes local access flags only),
+    /// except on verbs with its registration cache on, which registers
+    /// every region for remote access whatever is asked (`FI_MR_CACHE_MAX_COUNT=0`
+    /// turns it off; [`MemoryRegion`](crate::mr::MemoryRegion)s are refused
+    /// there).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no slots, more than 2^32-1, or a
