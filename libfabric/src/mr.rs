@@ -910,6 +910,14 @@ impl<M: RegionMemory> fmt::Debug for MemoryRegion<M> {
 /// and a length, and refuse any that is not within `len` bytes. That is
 /// all the local side can know: whether the peer's region really is that
 /// long, and the key valid, the peer's provider checks.
+///
+/// The providers' check does not guard against an address that wraps past
+/// 2^64 (`ofi_mr_map_verify`, `prov/util/src/util_mr_map.c` 141-145 in
+/// 1.22): the RMA calls refuse a range whose end overflows 64 bits, and,
+/// where regions are addressed by offset, an end past `isize::MAX` (the
+/// target adds its region's address to it). A peer that does not go
+/// through this crate can still send such an address; no check on this
+/// side protects a target from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RemoteRegion {
     /// The address of its first byte, as the peer's domain addresses it
