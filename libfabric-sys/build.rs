@@ -29,6 +29,7 @@ const LIBFABRIC: Library = Library {
         "rdma/fi_endpoint.h",
         "rdma/fi_rma.h",
         "rdma/fi_tagged.h",
+        "rdma/fi_atomic.h",
     ],
     functions: "fi_.*",
     types: "fi_.*|fid.*",
@@ -77,6 +78,18 @@ fn publish_header_version(bindings: &str) {
     };
     println!("cargo:header_major={}", value("FI_MAJOR_VERSION"));
     println!("cargo:header_minor={}", value("FI_MINOR_VERSION"));
+    // `struct fi_mr_attr` names its iovecs `mr_iov` directly, or (headers
+    // with dma-buf registration) in an anonymous union with `dmabuf`,
+    // which bindgen names `__bindgen_anon_1`.
+    let mr_attr = bindings
+        .split("pub struct fi_mr_attr {")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .unwrap_or_else(|| rdma_sys_build::fail(&LIBFABRIC, "struct fi_mr_attr is missing"));
+    let direct = mr_attr
+        .lines()
+        .any(|l| l.trim_start().starts_with("pub mr_iov:"));
+    println!("cargo:mr_iov_in_union={}", u8::from(!direct));
     // Enumerators some headers have and others lack, by presence.
     let has = |name: &str| bindings.contains(&format!("pub const {name}:"));
     println!(

@@ -3,8 +3,14 @@
 //! differs between versions: `libfabric_2` for 2.x headers, which deprecate
 //! wait sets, poll sets, `FI_WAIT_MUTEX_COND` and the old memory
 //! registration modes; `libfabric_cntr_events_bytes` where the headers
-//! define `FI_CNTR_EVENTS_BYTES`.
+//! define `FI_CNTR_EVENTS_BYTES`; `mr_iov_in_union` for headers whose
+//! `struct fi_mr_attr` holds `mr_iov` in a union (with `dmabuf`).
 fn main() {
+    println!("cargo:rerun-if-env-changed=DEP_FABRIC_MR_IOV_IN_UNION");
+    println!("cargo::rustc-check-cfg=cfg(mr_iov_in_union)");
+    if std::env::var("DEP_FABRIC_MR_IOV_IN_UNION").as_deref() == Ok("1") {
+        println!("cargo:rustc-cfg=mr_iov_in_union");
+    }
     println!("cargo:rerun-if-env-changed=DEP_FABRIC_HEADER_MAJOR");
     println!("cargo::rustc-check-cfg=cfg(libfabric_2)");
     let major: u32 = std::env::var("DEP_FABRIC_HEADER_MAJOR")

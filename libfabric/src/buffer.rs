@@ -30,6 +30,7 @@ use crate::cq::{CompletionEntry, CqError};
 use crate::domain::{Domain, DomainInner};
 use crate::error::{Error, Result};
 use crate::fid::OwnedFid;
+use crate::mr::MrAccess;
 use libfabric_sys::fabric as sys;
 use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
@@ -37,7 +38,6 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -104,6 +104,7 @@ unsafe impl Sync for SlotTable {}
 pub(crate) struct PoolInner {
     mr: OwnedFid<sys::fid_mr>,
     desc: *mut c_void,
+    key: u64,
     memory: *mut u8,
     layout: Layout,
     slot_size: usize,
@@ -328,16 +329,53 @@ pub struct BufferPool {
 
 impl BufferPool {
     /// Allocates `count` slots of `slot_size` bytes (zeroed, page aligned)
-    /// and registers them with `domain` (`fi_mr_reg`, local and remote
-    /// access).
+    /// and registers them with `domain` (`fi_mr_reg`) for local use only
+    /// ([`MrAccess::LOCAL`]: sends, receives, and the local side of RMA
+    /// reads and writes). Peers cannot reach a pool's memory with RMA
+    /// ([`with_access`](Self::with_access) takes local access flags only),
+    /// except on verbs with its registration cache on, which registers
+    /// every region for remote access whatever is asked (`FI_MR_CACHE_MAX_COUNT=0`
+    /// turns it off; [`MemoryRegion`](crate::mr::MemoryRegion)s are refused
+    /// there).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no slots, more than 2^32-1, or a
     /// `slot_size` of 0; [`Error::TooLarge`] when the pool's bytes overflow;
-    /// [`Error::OutOfMemory`] when an allocation fails; [`Error::Call`] when
-    /// `fi_mr_reg` fails.
+    /// [`Error::OutOfMemory`] when an allocation fails; the errors of
+    /// [`MemoryRegion::register`](crate::mr::MemoryRegion::register) when
+    /// the registration fails.
     #[doc(alias = "fi_mr_reg")]
     pub fn new(domain: &Domain, count: usize, slot_size: usize) -> Result<Self> {
+        Self::with_access(domain, count, slot_size, MrAccess::LOCAL)
+    }
+
+    /// [`new`](Self::new) registering the pool for `access`, a subset of
+    /// [`MrAccess::LOCAL`] (for example `MrAccess::SEND` only).
+    ///
+    /// Remote access is refused: a pool's buffers are lent as `&[u8]` and
+    /// `&mut [u8]`, which a peer's RMA would race with, and its memory is
+    /// freed when the pool drops, while an RMA that passed the key check
+    /// may still be copying (see the [`mr`](crate::mr) module). Memory
+    /// peers reach is a [`MemoryRegion`](crate::mr::MemoryRegion).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `access` with
+    /// [`MrAccess::REMOTE_READ`] or [`MrAccess::REMOTE_WRITE`]; as
+    /// [`new`](Self::new).
+    pub fn with_access(
+        domain: &Domain,
+        count: usize,
+        slot_size: usize,
+        access: MrAccess,
+    ) -> Result<Self> {
+        if !MrAccess::LOCAL.contains(access) {
+            return Err(Error::InvalidArgument(
+                "a buffer pool is registered for local access only (MrAccess::LOCAL): peers' \
+                 RMA would race with the buffers it lends as slices; register memory peers \
+                 reach as a MemoryRegion"
+                    .into(),
+            ));
+        }
         if count == 0 || slot_size == 0 || count > u32::MAX as usize {
             return Err(Error::InvalidArgument(
                 format!(
@@ -375,50 +413,21 @@ impl BufferPool {
                 bytes: total,
             });
         }
-        let access = sys::FI_SEND
-            | sys::FI_RECV
-            | sys::FI_READ
-            | sys::FI_WRITE
-            | sys::FI_REMOTE_READ
-            | sys::FI_REMOTE_WRITE;
-        // Without FI_MR_PROV_KEY the application chooses the keys, and they
-        // must be unique within the domain (fi_mr(3)).
-        static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let requested_key = if domain.info().mr_mode() & sys::FI_MR_PROV_KEY != 0 {
-            0
-        } else {
-            NEXT_KEY.fetch_add(1, Ordering::Relaxed)
-        };
-        let mut mr = ptr::null_mut();
-        // SAFETY: fi_mr_reg(3): memory is valid for total bytes until the MR
-        // is closed, which PoolInner's Drop does before freeing it.
-        let ret = unsafe {
-            sys::fi_mr_reg(
-                domain.inner.fid.as_ptr(),
-                memory.cast(),
-                total,
-                access,
-                0,
-                requested_key,
-                0,
-                &mut mr,
-                ptr::null_mut(),
-            )
-        };
-        let mr = match OwnedFid::opened("fi_mr_reg", ret, mr) {
-            Ok(mr) => mr,
+        // SAFETY: memory is valid for total bytes until the MR is closed,
+        // which PoolInner's Drop does before freeing it.
+        let reg = match unsafe { crate::mr::register(&domain.inner, memory, total, access) } {
+            Ok(reg) => reg,
             Err(e) => {
                 // SAFETY: allocated above with this layout, not registered.
                 unsafe { alloc::dealloc(memory, layout) };
                 return Err(e);
             }
         };
-        // SAFETY: fi_mr_desc(3) on an open MR returns its local descriptor
-        // (may be NULL), valid while the MR is open.
-        let desc = unsafe { sys::fi_mr_desc(mr.as_ptr()) };
+        let (mr, desc, key) = (reg.mr, reg.desc, reg.key);
         let inner = Arc::new(PoolInner {
             mr,
             desc,
+            key,
             memory,
             layout,
             slot_size: stride,
@@ -458,8 +467,7 @@ impl BufferPool {
     /// The memory region's key (`fi_mr_key`), for remote access.
     #[must_use]
     pub fn key(&self) -> u64 {
-        // SAFETY: fi_mr_key(3) on an open MR.
-        unsafe { sys::fi_mr_key(self.inner.mr.as_ptr()) }
+        self.inner.key
     }
 
     /// The slot and context parity an operation context names.

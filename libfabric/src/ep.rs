@@ -330,7 +330,11 @@ impl EpInner {
             // refused from now on.
             poison_waits(&cqs, &cntrs);
         }
-        self.fid.close()
+        self.fid.close()?;
+        // Closed: memory of regions closed while it was open no longer
+        // waits for it (see domain::Retired).
+        self.domain.endpoint_closed(self.id);
+        Ok(())
     }
 }
 
@@ -605,7 +609,8 @@ macro_rules! post {
         // buffer reclaimed, by another thread before the call returns.
         let posted = $buffer.into_flight($ep.inner.id, $receive);
         let $p = posted.parts();
-        // SAFETY: fi_msg(3)/fi_tagged(3): the endpoint is enabled with a CQ
+        // SAFETY: fi_msg(3)/fi_tagged(3)/fi_rma(3)/fi_atomic(3): the
+        // endpoint is enabled with a CQ
         // bound for this direction and the capability granted, and any
         // address is a live entry of its AV (checked by the caller); the
         // buffer's memory (registered, desc from fi_mr_desc) and its context
@@ -770,6 +775,14 @@ impl Endpoint {
                 Error::InvalidArgument(format!("fi_endpoint: endpoint type {ep_type:?}").into());
             return Err((e, info, source));
         }
+        // 56 bits: the rest of a slot's state word. Ids only grow (the
+        // domain's retired memory relies on it).
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) & ((1 << 56) - 1);
+        // Counted open from before fi_endpoint, under the domain's retired
+        // lock: a memory region closing meanwhile waits for this endpoint
+        // too (see domain::Retired).
+        domain.inner.retired().opening(id);
         let mut raw = ptr::null_mut();
         // SAFETY: fi_endpoint(3) with an open domain and an fi_info of its
         // provider, fabric and domain (checked by the callers); OwnedFid
@@ -784,7 +797,10 @@ impl Endpoint {
         };
         let fid = match OwnedFid::opened("fi_endpoint", ret, raw) {
             Ok(fid) => fid,
-            Err(e) => return Err((e, info, source)),
+            Err(e) => {
+                domain.inner.endpoint_closed(id);
+                return Err((e, info, source));
+            }
         };
         let caps = info.caps();
         // A connectionless endpoint reaches every address of its AV.
@@ -804,15 +820,15 @@ impl Endpoint {
                     info: copy,
                 }),
                 Err(e) => {
-                    drop(fid);
+                    let mut fid = fid;
+                    if fid.close().is_ok() {
+                        domain.inner.endpoint_closed(id);
+                    }
                     return Err((e, info, Some(source)));
                 }
             },
             None => None,
         };
-        // 56 bits: the rest of a slot's state word.
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed) & ((1 << 56) - 1);
         Ok(Endpoint {
             inner: Arc::new(EpInner {
                 fid,
@@ -1692,3 +1708,8 @@ impl fmt::Debug for Endpoint {
             .finish()
     }
 }
+
+// RMA posts (`fi_rma(3)`) and atomics (`fi_atomic(3)`): their own
+// `impl Endpoint` blocks.
+pub mod atomic;
+mod rma;

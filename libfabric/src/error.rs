@@ -420,9 +420,11 @@ pub enum Error {
         /// The error count when the wait ended.
         errors: u64,
     },
-    /// The provider does not offer what the call needs (for example a
-    /// wait fd of a counter: libfabric's util counters answer
-    /// `FI_GETWAIT` with `-FI_ENOSYS`).
+    /// The provider or the domain does not offer what the call needs, or
+    /// this crate does not wrap it (for example a wait fd of a counter:
+    /// libfabric's util counters answer `FI_GETWAIT` with `-FI_ENOSYS`; an
+    /// atomic operation `fi_atomicvalid` refuses; memory registration keys
+    /// longer than 8 bytes).
     #[error("{call}: {reason}")]
     Unsupported {
         /// The call that was refused.
@@ -537,7 +539,9 @@ impl From<Error> for io::Error {
             | Error::ForeignObject { .. }
             | Error::State { .. }
             | Error::TooLarge { .. } => io::ErrorKind::InvalidInput,
-            Error::MissingCapability { .. } => io::ErrorKind::Unsupported,
+            Error::MissingCapability { .. } | Error::Unsupported { .. } => {
+                io::ErrorKind::Unsupported
+            }
             Error::OutOfMemory { .. } => io::ErrorKind::OutOfMemory,
             Error::UnsupportedWait { .. } | Error::RuntimeTooOld { .. } => {
                 io::ErrorKind::Unsupported

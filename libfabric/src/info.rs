@@ -181,6 +181,7 @@ pub struct Hints {
     mr_mode: i32,
     cq_data_size: usize,
     queue_sizes: (usize, usize),
+    msg_order: u64,
     node: Option<String>,
     service: Option<String>,
     source: bool,
@@ -220,6 +221,7 @@ impl Hints {
                 | sys::FI_MR_PROV_KEY),
             cq_data_size: 0,
             queue_sizes: (0, 0),
+            msg_order: 0,
             node: None,
             service: None,
             source: false,
@@ -280,6 +282,17 @@ impl Hints {
     #[must_use]
     pub fn cq_data_size(mut self, bytes: usize) -> Self {
         self.cq_data_size = bytes;
+        self
+    }
+
+    /// Ordering of transmits the application needs (`FI_ORDER_*` bits, for
+    /// both `tx_attr->msg_order` and `rx_attr->msg_order`). On shm, asking
+    /// for an RMA ordering (such as `FI_ORDER_RAW`) turns off its direct
+    /// RMA path, which the RMA calls need (see
+    /// [`Endpoint::write`](crate::Endpoint::write)).
+    #[must_use]
+    pub fn msg_order(mut self, order: u64) -> Self {
+        self.msg_order = order;
         self
     }
 
@@ -374,6 +387,8 @@ impl Hints {
             (*p).mode = self.mode.bits();
             (*(*p).tx_attr).size = self.queue_sizes.0;
             (*(*p).rx_attr).size = self.queue_sizes.1;
+            (*(*p).tx_attr).msg_order = self.msg_order;
+            (*(*p).rx_attr).msg_order = self.msg_order;
         }
         let node = self.node.as_deref().map(cstring).transpose()?;
         let service = self.service.as_deref().map(cstring).transpose()?;
@@ -661,6 +676,18 @@ impl InfoEntry {
         self.domain_attr().map_or(0, |a| a.mr_mode)
     }
 
+    /// Bytes of a memory registration key (`domain_attr->mr_key_size`).
+    #[must_use]
+    pub fn mr_key_size(&self) -> usize {
+        self.domain_attr().map_or(0, |a| a.mr_key_size)
+    }
+
+    /// Most iovecs one memory region may cover (`domain_attr->mr_iov_limit`).
+    #[must_use]
+    pub fn mr_iov_limit(&self) -> usize {
+        self.domain_attr().map_or(0, |a| a.mr_iov_limit)
+    }
+
     /// Bytes of remote CQ data the domain carries.
     #[must_use]
     pub fn cq_data_size(&self) -> usize {
@@ -685,6 +712,13 @@ impl InfoEntry {
     pub fn inject_size(&self) -> usize {
         // SAFETY: NULL or valid for the fi_info's life.
         unsafe { self.0.tx_attr.as_ref() }.map_or(0, |a| a.inject_size)
+    }
+
+    /// Ordering of transmits (`tx_attr->msg_order`, `FI_ORDER_*` bits).
+    #[must_use]
+    pub fn msg_order(&self) -> u64 {
+        // SAFETY: NULL or valid for the fi_info's life.
+        unsafe { self.0.tx_attr.as_ref() }.map_or(0, |a| a.msg_order)
     }
 
     /// Receive queue depth.

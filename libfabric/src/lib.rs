@@ -108,6 +108,10 @@
 //! | `fi_cntr_add`, `fi_cntr_adderr`, `fi_cntr_set`, `fi_cntr_seterr` | [`Counter::add`], [`Counter::add_err`], [`Counter::set`], [`Counter::set_err`] |
 //! | `fi_cntr_wait` | [`Counter::wait`], [`tokio::AsyncCounter::wait_for`](crate::tokio::AsyncCounter::wait_for) (feature `tokio`) |
 //! | `fi_ep_bind` of a counter | [`Endpoint::bind_cntr`] |
+//! | `fi_mr_reg`, `fi_mr_regv`, `fi_mr_desc`, `fi_mr_key`, `fi_close` | [`MemoryRegion::register`] (a `Vec` of buffers: `fi_mr_regv`), [`MemoryRegion::desc`], [`MemoryRegion::key`], [`MemoryRegion::into_inner`], [`MemoryRegion::close`] / drop; [`BufferPool::new`], [`BufferPool::with_access`] |
+//! | `fi_mr_regattr` (`FI_HMEM_SYSTEM`) | [`MemoryRegion::register_attr`] |
+//! | `fi_write`, `fi_read`, `fi_writedata`, `fi_inject_write` | [`Endpoint::write`], [`Endpoint::read`], [`Endpoint::write_data`], [`Endpoint::inject_write`] |
+//! | `fi_atomic`, `fi_fetch_atomic`, `fi_compare_atomic` (with `fi_atomicvalid`, `fi_fetch_atomicvalid`, `fi_compare_atomicvalid` first) | [`Endpoint::atomic`], [`Endpoint::fetch_atomic`], [`Endpoint::compare_atomic`] on the integer types of [`ep::atomic::AtomicType`] |
 //!
 //! Not wrapped: `FI_WAIT_MUTEX_COND`'s `fi_mutex_cond` (raw pthread
 //! objects cannot be handed out safely; such queues still block in
@@ -117,8 +121,8 @@
 //! # Misuse
 //!
 //! Every misuse that fi_eq(3), fi_cq(3), fi_cntr(3), fi_poll(3),
-//! fi_domain(3), fi_endpoint(3), fi_cm(3), fi_msg(3) and fi_mr(3) warn
-//! about, and what
+//! fi_domain(3), fi_endpoint(3), fi_cm(3), fi_msg(3), fi_mr(3), fi_rma(3)
+//! and fi_atomic(3) warn about, and what
 //! happens here. "Compile error" rows are proven by the file under
 //! `tests/ui/` that must fail to compile; the other rows by the test named,
 //! under `tests/` of this crate (or of the suite that holds the cross-crate
@@ -148,6 +152,21 @@
 //! | Reclaiming a completion twice (two owners of one buffer) | Completions are not `Clone`; [`BufferPool::reclaim`] takes the context, so a second call gives `None`, as does another pool's | compile error: `ui/completion_copied_to_reclaim_twice.rs`; `data.rs` `msg_format_send_and_recv` |
 //! | Closing an endpoint with buffers posted (sockets, rxm and rxd drop them without a completion: the pool, its MR, the domain and the fabric stayed open for ever) | Every buffer still in flight on the endpoint goes back to its pool once it is closed; a completion of one read afterwards hands out nothing | `adversarial.rs` `buffers_in_flight_on_a_closed_endpoint_come_back`; suite `panics.rs` `a_panic_with_operations_in_flight_loses_no_buffer` |
 //! | A completion read and never reclaimed (for example dropped by a panic) | Dropping the entry, or the error entry, hands its buffer back | `misuse.rs` `a_completion_dropped_without_reclaim_frees_its_buffer`; suite `panics.rs` `a_panic_while_handling_completions_loses_no_buffer` |
+//! | Registering memory and freeing, moving or touching it while registered (fi_mr(3)) | A [`MemoryRegion`] owns its memory (`Vec<u8>`, `Box<[u8]>`, `&'static mut [u8]`: [`mr::RegionMemory`] is `Send + 'static`); memory borrowed for less than `'static` cannot be registered (a forgotten region would keep it registered past its borrow, and a closed region's memory may have to be kept, below) | compile error: `ui/borrowed_memory_cannot_be_registered.rs` |
+//! | Handing back or freeing a region's memory while an RMA that passed the key check still copies into or out of it (`fi_close` of an MR only removes its key: `ofi_mr_close`, `prov/util/src/util_mr_map.c` 222-238 in 1.22; tcp receives a write's payload straight into the region after checking the key at its header, `prov/tcp/src/xnet_progress.c` 912) | Dropping a region (or [`MemoryRegion::close`]) closes the MR and keeps the memory in the domain until every endpoint of the domain open at that moment has closed; [`MemoryRegion::into_inner`] gives the memory back only while no endpoint of the domain is open, else [`Error::State`] with the region still registered | `rma.rs` `memory_from_into_inner_is_not_written_afterwards`, `memory_from_into_inner_is_not_read_afterwards`, `dropped_region_is_not_written_afterwards`, `regions_dropped_before_and_after_endpoints_close` |
+//! | Reading or writing through a reference memory that peers write with RMA (a data race) | A region with `REMOTE_WRITE` is reached by volatile copies only ([`MemoryRegion::read_at`], [`MemoryRegion::write_at`]); [`MemoryRegion::as_slice`] needs no remote write access, [`MemoryRegion::as_mut_slice`] no remote access: [`Error::State`]; a [`BufferPool`], whose buffers are slices, is never registered for remote access ([`BufferPool::with_access`] refuses it: [`Error::InvalidArgument`]) | `rma.rs` `write_read_write_data_and_inject_write_round_trips`, `a_region_peers_may_not_write_is_not_written`, `a_pool_with_remote_access_is_refused` |
+//! | Registering for more access than used (a pool's memory writable by any peer that guesses its key) | [`MrAccess`] asks for exactly what is given; pools ask for local access only | `rma.rs` `the_pool_asks_for_local_access_only`, `a_pool_with_remote_access_is_refused` |
+//! | An atomic at a misaligned target address: the initiator checks the offset's alignment, the target adds its region's address (offset mode) and operates with `__atomic` builtins | A region peers reach (`REMOTE_READ` or `REMOTE_WRITE`) must start at an address aligned to [`mr::ATOMIC_ALIGN`] (8) bytes: [`Error::InvalidArgument`] | `rma.rs` `a_misaligned_region_is_refused_remote_access` |
+//! | A remote address that wraps past 2^64 at the target: the providers' bounds check wraps too and passes (`ofi_mr_map_verify`, `prov/util/src/util_mr_map.c` 141-145 in 1.22; sockets, rxd and shm crashed) | Every RMA and atomic checks `addr + offset + len` for overflow, and, where regions are addressed by offset (no `FI_MR_VIRT_ADDR`), an end past `isize::MAX` (past any region): [`Error::InvalidArgument`] before the call. A peer that does not use this crate can still send such an address: the target's provider is not protected against it | `rma.rs` `forged_wrapping_remote_regions_are_refused_before_the_call` |
+//! | Requested keys reused within a domain (fi_mr(3): must be unique without `FI_MR_PROV_KEY`), so a peer's stale key reaches a newer region | One counter per domain for regions and pools; keys over `mr_key_size` bytes refused, raw keys (`mr_key_size` > 8) [`Error::Unsupported`] | `rma.rs` `a_write_to_a_deregistered_region_reaches_nothing` |
+//! | An RMA outside the region the peer advertised (fi_rma(3)) | Every RMA call takes a [`RemoteRegion`], an offset and a length, checked with checked arithmetic before the call: [`Error::TooLarge`] / [`Error::InvalidArgument`], buffer handed back; a [`RemoteRegion`] decoded from bytes whose end overflows is refused | `rma.rs` `out_of_bounds_and_malformed_rma_is_refused_before_the_call` |
+//! | More iovecs in one region than `mr_iov_limit`, an empty iovec, or a device memory interface for host memory (fi_mr(3)) | [`Error::TooLarge`], [`Error::InvalidArgument`], [`Error::Unsupported`] before the call; a region of several iovecs is reached locally by copies across them and remotely in its first iovec only (what the providers check remote addresses against) | `rma.rs` `several_iovecs_are_one_region`, `registration_attributes_take_host_memory_only` |
+//! | An atomic operation the provider does not offer on the type, or on more values than it takes in one call (fi_atomic(3)) | `fi_*atomicvalid` first: [`Error::Unsupported`], [`Error::TooLarge`]; the remote range checked as for RMA, and aligned to the type ([`Error::InvalidArgument`]); operands, compare values and results in one pool buffer moved into the provider ([`Error::BufferTooSmall`] when it cannot hold them) | `rma.rs` `atomic_misuse_is_refused_before_the_call`, `atomics_add_fetch_and_compare_swap` |
+//! | An atomic on an endpoint without `FI_ATOMIC`, or on a region peers may not write | [`Error::MissingCapability`] before the call; the target refuses the rest (memory untouched) | `rma.rs` `atomics_need_the_atomic_capability`, `an_atomic_on_a_region_peers_may_not_write_changes_nothing` |
+//! | Closing an endpoint with RMA or atomic operations in flight | Their buffers come back to their pools at the close, as for sends | `rma.rs` `rma_buffers_in_flight_on_a_closed_endpoint_come_back` |
+//! | RMA on an endpoint without `FI_RMA` | [`Error::MissingCapability`] before the call | `rma.rs` `rma_needs_the_rma_capability` |
+//! | RMA into a region without remote write access, or deregistered, or a pool registered for local use | The target's provider refuses it (key, access and bounds: `ofi_mr_map_verify`); the initiator gets an error completion (sockets; tcp, rxm and shm for reads), a success once sent (tcp, rxm, shm writes) or nothing (rxd drops it; the buffer comes back when the endpoint closes): the memory is untouched on every provider | `rma.rs` `a_region_peers_may_not_write_is_not_written`, `a_write_to_a_deregistered_region_reaches_nothing`, `a_read_of_a_dropped_region_is_refused` |
+//! | RMA on shm without an RMA ordering: shm writes or reads the peer's memory at the address given, unchecked (`smr_rma_fast`) | [`Error::Unsupported`] on such a domain; [`Hints::msg_order`] with an RMA ordering makes the target check | `rma.rs` `shm_rma_that_the_target_would_not_check_is_refused` |
 //! | Posting on a full queue (`-FI_EAGAIN`) | The post fails with the buffer handed back ([`Handback`]); [`Error::is_again`] tells a full queue | `misuse.rs` `posting_past_the_queue_depth_hands_the_buffer_back` |
 //! | A send longer than its buffer | [`Error::BufferTooSmall`], buffer handed back | `bad_input.rs` `a_pool_of_nothing_and_oversized_sends_are_refused` |
 //! | Connection data longer than `FI_OPT_CM_DATA_SIZE` (fi_cm(3)) | [`Error::InvalidArgument`] before the call, for connect, accept and reject | `cm.rs` `connection_data_over_the_maximum_is_refused_before_sending`; `misuse.rs` `accept_and_reject_data_over_the_maximum_are_refused` |
@@ -258,6 +277,7 @@ pub mod error;
 pub mod fabric;
 mod fid;
 pub mod info;
+pub mod mr;
 pub mod pep;
 pub mod poll;
 #[doc = include_str!("preconditions.md")]
@@ -280,6 +300,7 @@ pub use eq::EventQueue;
 pub use error::{Errno, Error, Handback, ObjectKind, Result};
 pub use fabric::Fabric;
 pub use info::{getinfo, Hints, Info};
+pub use mr::{MemoryRegion, MrAccess, RemoteRegion};
 pub use pep::PassiveEndpoint;
 
 /// The raw bindings this crate is built on.
@@ -300,6 +321,7 @@ pub mod prelude {
     pub use crate::error::Errno;
     pub use crate::fabric::Fabric;
     pub use crate::info::{getinfo, Caps, EpType, Hints};
+    pub use crate::mr::{MemoryRegion, MrAccess, RemoteRegion};
     #[cfg(feature = "tokio")]
     pub use crate::tokio::{
         AsyncCompletionQueue, AsyncConnection, AsyncCounter, AsyncEventQueue, AsyncListener,

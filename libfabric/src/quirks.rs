@@ -37,6 +37,32 @@ pub(crate) fn runs_unenabled_endpoints_in_progress(provider: &str) -> bool {
     keeps_closed_endpoints_in_waits(provider)
 }
 
+/// Whether the provider may carry out an RMA by writing or reading the
+/// target process's memory itself, at the address the initiator gives,
+/// without the target checking the key, the access or the bounds: shm's
+/// "fast RMA" (`smr_rma_fast`: `ofi_shm_p2p_copy` with the remote iovec as
+/// given, `prov/shm/src/smr_rma.c` 58-98, chosen at 129-131 in 1.22; CMA
+/// `process_vm_writev` in 1.17), enabled for a domain whose `mr_mode` has
+/// `FI_MR_VIRT_ADDR` (always, for shm) and whose `msg_order` asks for no
+/// RMA ordering (`smr_fast_rma_enabled`, `prov/shm/src/smr.h` 170-174;
+/// `smr_domain.c` 109). Its other paths check the key at the target
+/// (`ofi_mr_map_verify`, `smr_progress.c` 1056, 1148). Measured on 1.17:
+/// with this check off, a write into a region registered without
+/// `FI_REMOTE_WRITE` landed in it. `msg_order` is the domain's transmit
+/// ordering.
+pub(crate) fn rma_unchecked_at_target(provider: &str, msg_order: u64) -> bool {
+    use libfabric_sys::fabric as sys;
+    let rma_order = sys::FI_ORDER_RAR
+        | sys::FI_ORDER_RAW
+        | sys::FI_ORDER_RAS
+        | sys::FI_ORDER_WAR
+        | sys::FI_ORDER_WAW
+        | sys::FI_ORDER_WAS
+        | sys::FI_ORDER_SAR
+        | sys::FI_ORDER_SAW;
+    provider == "shm" && msg_order & rma_order == 0
+}
+
 /// Whether the provider's counters keep 32-bit signed counts: sockets adds
 /// `(int32_t) value` (`sock_cntr_add`, `prov/sockets/src/sock_cntr.c`
 /// 277 for errors, likewise for counts) and compares a wait's threshold as
@@ -63,6 +89,32 @@ pub(crate) fn counter_fd_fills_up(provider: &str) -> bool {
 #[cfg(libfabric_cntr_events_bytes)]
 pub(crate) fn counts_bytes(provider: &str) -> bool {
     provider.contains("cxi")
+}
+
+/// Whether the provider's registrations go through libfabric's
+/// registration cache, which registers every region for local and remote
+/// read, write and atomics whatever access was asked, and keeps it
+/// registered after `fi_close` until the cache evicts it, so that a peer
+/// holding its key still reaches memory the application got back: verbs
+/// (`vrb_mr_cache_add_region`, `prov/verbs/src/verbs_mr.c` 289-302;
+/// `vrb_mr_cache_close` only drops the cache's reference, 273-279, in
+/// 1.22), also under `verbs;ofi_rxm`, unless the cache was turned off in
+/// the environment libfabric started with (`FI_MR_CACHE_MAX_COUNT=0`:
+/// `ofi_mr_cache_init` fails and the domain registers uncached,
+/// `verbs_domain.c` 373-378; or `FI_MR_CACHE_MONITOR=disabled`).
+pub(crate) fn caches_registrations(provider: &str) -> bool {
+    let verbs = provider == "verbs" || provider.starts_with("verbs;");
+    let off = std::env::var("FI_MR_CACHE_MAX_COUNT").is_ok_and(|v| v.trim() == "0")
+        || std::env::var("FI_MR_CACHE_MONITOR").is_ok_and(|v| v.trim() == "disabled");
+    verbs && !off
+}
+
+/// Whether the crate refuses the provider's atomics: verbs' MSG atomics
+/// did not complete over soft-RoCE here (a fetch-add waited for ever), so
+/// they are refused with [`Error::Unsupported`](crate::Error::Unsupported)
+/// rather than left to hang a wait.
+pub(crate) fn atomics_unverified(provider: &str) -> bool {
+    provider == "verbs"
 }
 
 /// Whether the provider refuses an `FI_WAIT_FD` completion queue or counter

@@ -93,9 +93,19 @@ part "verbs tests" "$here/run-binaries.sh" "${verbs[@]}"
 # The libfabric suite on the verbs provider (MSG over rdma_cm, and
 # verbs;ofi_rxm for RDM, which needs FI_UNIVERSE_SIZE).
 part "asyncwatch" check_asyncwatch
+# verbs caches registrations with every access and keeps them after
+# fi_close unless FI_MR_CACHE_MAX_COUNT=0: the crate registers the
+# application's memory only without the cache (checked by the part after).
 part "libfabric on verbs" env LIBFABRIC_TEST_PROVIDER=verbs \
-    LIBFABRIC_TEST_NODE="${RXE_ADDRS%%,*}" FI_UNIVERSE_SIZE=64 \
+    LIBFABRIC_TEST_NODE="${RXE_ADDRS%%,*}" FI_UNIVERSE_SIZE=64 FI_MR_CACHE_MAX_COUNT=0 \
     "$here/run-binaries.sh" "${libfabric[@]}"
+rma_bins=()
+for b in "${libfabric[@]}"; do
+    [[ ${b##*/} == rma-* ]] && rma_bins+=("$b")
+done
+part "libfabric on verbs with its registration cache" env LIBFABRIC_TEST_PROVIDER=verbs \
+    LIBFABRIC_TEST_NODE="${RXE_ADDRS%%,*}" FI_UNIVERSE_SIZE=64 \
+    "$here/run-binaries.sh" "${rma_bins[@]}" -- user_memory_is_refused_where_registrations_are_cached
 
 # Counters: verbs has none (its open is a typed error, checked above);
 # verbs;ofi_rxm has libfabric's util counters, tested here over rxe0.
@@ -104,7 +114,7 @@ for b in "${libfabric[@]}"; do
     [[ ${b##*/} == cntr-* ]] && cntr_bins+=("$b")
 done
 part "libfabric counters on verbs;ofi_rxm" env LIBFABRIC_TEST_PROVIDER='verbs;ofi_rxm' \
-    LIBFABRIC_TEST_NODE="${RXE_ADDRS%%,*}" FI_UNIVERSE_SIZE=64 \
+    LIBFABRIC_TEST_NODE="${RXE_ADDRS%%,*}" FI_UNIVERSE_SIZE=64 FI_MR_CACHE_MAX_COUNT=0 \
     "$here/run-binaries.sh" "${cntr_bins[@]}"
 
 # Soft-iWARP: the same libfabric suite on the verbs provider over siw0
@@ -157,6 +167,7 @@ if siw_msg=$(siw_setup 2>&1); then
     part "rc_pingpong refused on iWARP" check_rc_pingpong_refused_on_iwarp
     part "libfabric on verbs over siw" env LIBFABRIC_TEST_PROVIDER=verbs \
         LIBFABRIC_TEST_NODE="${SIW_ADDRS%%,*}" LIBFABRIC_TEST_IWARP=1 FI_UNIVERSE_SIZE=64 \
+        FI_MR_CACHE_MAX_COUNT=0 \
         "$here/run-binaries.sh" "${libfabric[@]}"
 else
     part "siw setup" siw_failed "$siw_msg"

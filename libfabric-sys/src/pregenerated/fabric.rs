@@ -191,6 +191,8 @@ pub const FI_GATHER_SET: u64 = 281474976710656;
 pub const FI_SET_OPS_HMEM_OVERRIDE: &[u8; 18] = b"hmem_override_ops\0";
 pub const FI_COLLECTIVE_OFFSET: u64 = 256;
 pub const FI_REG_MR: u64 = 576460752303423488;
+pub const FI_FETCH_ATOMIC: u64 = 288230376151711744;
+pub const FI_COMPARE_ATOMIC: u64 = 576460752303423488;
 #[repr(C)]
 #[derive(Copy, Clone)]
 pub union __atomic_wide_counter {
@@ -2161,11 +2163,6 @@ pub const FI_GATHER: fi_collective_op = 8;
 pub type fi_collective_op = u32;
 #[repr(C)]
 #[derive(Debug)]
-pub struct fi_atomic_attr {
-    _unused: [u8; 0],
-}
-#[repr(C)]
-#[derive(Debug)]
 pub struct fi_collective_attr {
     _unused: [u8; 0],
 }
@@ -2744,11 +2741,6 @@ impl Default for fi_ops_msg {
             s.assume_init()
         }
     }
-}
-#[repr(C)]
-#[derive(Debug)]
-pub struct fi_ops_atomic {
-    _unused: [u8; 0],
 }
 #[repr(C)]
 #[derive(Debug)]
@@ -3655,4 +3647,432 @@ unsafe extern "C" {
         dest_addr: fi_addr_t,
         tag: u64,
     ) -> isize;
+}
+#[repr(C)]
+pub struct fi_atomic_attr {
+    pub count: usize,
+    pub size: usize,
+}
+impl Default for fi_atomic_attr {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+pub struct fi_msg_atomic {
+    pub msg_iov: *const fi_ioc,
+    pub desc: *mut *mut ::core::ffi::c_void,
+    pub iov_count: usize,
+    pub addr: fi_addr_t,
+    pub rma_iov: *const fi_rma_ioc,
+    pub rma_iov_count: usize,
+    pub datatype: fi_datatype,
+    pub op: fi_op,
+    pub context: *mut ::core::ffi::c_void,
+    pub data: u64,
+}
+impl Default for fi_msg_atomic {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+pub struct fi_msg_fetch {
+    pub msg_iov: *mut fi_ioc,
+    pub desc: *mut *mut ::core::ffi::c_void,
+    pub iov_count: usize,
+}
+impl Default for fi_msg_fetch {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+pub struct fi_msg_compare {
+    pub msg_iov: *const fi_ioc,
+    pub desc: *mut *mut ::core::ffi::c_void,
+    pub iov_count: usize,
+}
+impl Default for fi_msg_compare {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+pub struct fi_ops_atomic {
+    pub size: usize,
+    pub write: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            buf: *const ::core::ffi::c_void,
+            count: usize,
+            desc: *mut ::core::ffi::c_void,
+            dest_addr: fi_addr_t,
+            addr: u64,
+            key: u64,
+            datatype: fi_datatype,
+            op: fi_op,
+            context: *mut ::core::ffi::c_void,
+        ) -> isize,
+    >,
+    pub writev: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            iov: *const fi_ioc,
+            desc: *mut *mut ::core::ffi::c_void,
+            count: usize,
+            dest_addr: fi_addr_t,
+            addr: u64,
+            key: u64,
+            datatype: fi_datatype,
+            op: fi_op,
+            context: *mut ::core::ffi::c_void,
+        ) -> isize,
+    >,
+    pub writemsg: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            msg: *const fi_msg_atomic,
+            flags: u64,
+        ) -> isize,
+    >,
+    pub inject: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            buf: *const ::core::ffi::c_void,
+            count: usize,
+            dest_addr: fi_addr_t,
+            addr: u64,
+            key: u64,
+            datatype: fi_datatype,
+            op: fi_op,
+        ) -> isize,
+    >,
+    pub readwrite: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            buf: *const ::core::ffi::c_void,
+            count: usize,
+            desc: *mut ::core::ffi::c_void,
+            result: *mut ::core::ffi::c_void,
+            result_desc: *mut ::core::ffi::c_void,
+            dest_addr: fi_addr_t,
+            addr: u64,
+            key: u64,
+            datatype: fi_datatype,
+            op: fi_op,
+            context: *mut ::core::ffi::c_void,
+        ) -> isize,
+    >,
+    pub readwritev: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            iov: *const fi_ioc,
+            desc: *mut *mut ::core::ffi::c_void,
+            count: usize,
+            resultv: *mut fi_ioc,
+            result_desc: *mut *mut ::core::ffi::c_void,
+            result_count: usize,
+            dest_addr: fi_addr_t,
+            addr: u64,
+            key: u64,
+            datatype: fi_datatype,
+            op: fi_op,
+            context: *mut ::core::ffi::c_void,
+        ) -> isize,
+    >,
+    pub readwritemsg: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            msg: *const fi_msg_atomic,
+            resultv: *mut fi_ioc,
+            result_desc: *mut *mut ::core::ffi::c_void,
+            result_count: usize,
+            flags: u64,
+        ) -> isize,
+    >,
+    pub compwrite: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            buf: *const ::core::ffi::c_void,
+            count: usize,
+            desc: *mut ::core::ffi::c_void,
+            compare: *const ::core::ffi::c_void,
+            compare_desc: *mut ::core::ffi::c_void,
+            result: *mut ::core::ffi::c_void,
+            result_desc: *mut ::core::ffi::c_void,
+            dest_addr: fi_addr_t,
+            addr: u64,
+            key: u64,
+            datatype: fi_datatype,
+            op: fi_op,
+            context: *mut ::core::ffi::c_void,
+        ) -> isize,
+    >,
+    pub compwritev: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            iov: *const fi_ioc,
+            desc: *mut *mut ::core::ffi::c_void,
+            count: usize,
+            comparev: *const fi_ioc,
+            compare_desc: *mut *mut ::core::ffi::c_void,
+            compare_count: usize,
+            resultv: *mut fi_ioc,
+            result_desc: *mut *mut ::core::ffi::c_void,
+            result_count: usize,
+            dest_addr: fi_addr_t,
+            addr: u64,
+            key: u64,
+            datatype: fi_datatype,
+            op: fi_op,
+            context: *mut ::core::ffi::c_void,
+        ) -> isize,
+    >,
+    pub compwritemsg: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            msg: *const fi_msg_atomic,
+            comparev: *const fi_ioc,
+            compare_desc: *mut *mut ::core::ffi::c_void,
+            compare_count: usize,
+            resultv: *mut fi_ioc,
+            result_desc: *mut *mut ::core::ffi::c_void,
+            result_count: usize,
+            flags: u64,
+        ) -> isize,
+    >,
+    pub writevalid: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            datatype: fi_datatype,
+            op: fi_op,
+            count: *mut usize,
+        ) -> ::core::ffi::c_int,
+    >,
+    pub readwritevalid: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            datatype: fi_datatype,
+            op: fi_op,
+            count: *mut usize,
+        ) -> ::core::ffi::c_int,
+    >,
+    pub compwritevalid: ::core::option::Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            datatype: fi_datatype,
+            op: fi_op,
+            count: *mut usize,
+        ) -> ::core::ffi::c_int,
+    >,
+}
+impl Default for fi_ops_atomic {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+unsafe extern "C" {
+    #[link_name = "fi_atomic__ofi_sys_shim"]
+    pub fn fi_atomic(
+        ep: *mut fid_ep,
+        buf: *const ::core::ffi::c_void,
+        count: usize,
+        desc: *mut ::core::ffi::c_void,
+        dest_addr: fi_addr_t,
+        addr: u64,
+        key: u64,
+        datatype: fi_datatype,
+        op: fi_op,
+        context: *mut ::core::ffi::c_void,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_atomicv__ofi_sys_shim"]
+    pub fn fi_atomicv(
+        ep: *mut fid_ep,
+        iov: *const fi_ioc,
+        desc: *mut *mut ::core::ffi::c_void,
+        count: usize,
+        dest_addr: fi_addr_t,
+        addr: u64,
+        key: u64,
+        datatype: fi_datatype,
+        op: fi_op,
+        context: *mut ::core::ffi::c_void,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_atomicmsg__ofi_sys_shim"]
+    pub fn fi_atomicmsg(ep: *mut fid_ep, msg: *const fi_msg_atomic, flags: u64) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_inject_atomic__ofi_sys_shim"]
+    pub fn fi_inject_atomic(
+        ep: *mut fid_ep,
+        buf: *const ::core::ffi::c_void,
+        count: usize,
+        dest_addr: fi_addr_t,
+        addr: u64,
+        key: u64,
+        datatype: fi_datatype,
+        op: fi_op,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_fetch_atomic__ofi_sys_shim"]
+    pub fn fi_fetch_atomic(
+        ep: *mut fid_ep,
+        buf: *const ::core::ffi::c_void,
+        count: usize,
+        desc: *mut ::core::ffi::c_void,
+        result: *mut ::core::ffi::c_void,
+        result_desc: *mut ::core::ffi::c_void,
+        dest_addr: fi_addr_t,
+        addr: u64,
+        key: u64,
+        datatype: fi_datatype,
+        op: fi_op,
+        context: *mut ::core::ffi::c_void,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_fetch_atomicv__ofi_sys_shim"]
+    pub fn fi_fetch_atomicv(
+        ep: *mut fid_ep,
+        iov: *const fi_ioc,
+        desc: *mut *mut ::core::ffi::c_void,
+        count: usize,
+        resultv: *mut fi_ioc,
+        result_desc: *mut *mut ::core::ffi::c_void,
+        result_count: usize,
+        dest_addr: fi_addr_t,
+        addr: u64,
+        key: u64,
+        datatype: fi_datatype,
+        op: fi_op,
+        context: *mut ::core::ffi::c_void,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_fetch_atomicmsg__ofi_sys_shim"]
+    pub fn fi_fetch_atomicmsg(
+        ep: *mut fid_ep,
+        msg: *const fi_msg_atomic,
+        resultv: *mut fi_ioc,
+        result_desc: *mut *mut ::core::ffi::c_void,
+        result_count: usize,
+        flags: u64,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_compare_atomic__ofi_sys_shim"]
+    pub fn fi_compare_atomic(
+        ep: *mut fid_ep,
+        buf: *const ::core::ffi::c_void,
+        count: usize,
+        desc: *mut ::core::ffi::c_void,
+        compare: *const ::core::ffi::c_void,
+        compare_desc: *mut ::core::ffi::c_void,
+        result: *mut ::core::ffi::c_void,
+        result_desc: *mut ::core::ffi::c_void,
+        dest_addr: fi_addr_t,
+        addr: u64,
+        key: u64,
+        datatype: fi_datatype,
+        op: fi_op,
+        context: *mut ::core::ffi::c_void,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_compare_atomicv__ofi_sys_shim"]
+    pub fn fi_compare_atomicv(
+        ep: *mut fid_ep,
+        iov: *const fi_ioc,
+        desc: *mut *mut ::core::ffi::c_void,
+        count: usize,
+        comparev: *const fi_ioc,
+        compare_desc: *mut *mut ::core::ffi::c_void,
+        compare_count: usize,
+        resultv: *mut fi_ioc,
+        result_desc: *mut *mut ::core::ffi::c_void,
+        result_count: usize,
+        dest_addr: fi_addr_t,
+        addr: u64,
+        key: u64,
+        datatype: fi_datatype,
+        op: fi_op,
+        context: *mut ::core::ffi::c_void,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_compare_atomicmsg__ofi_sys_shim"]
+    pub fn fi_compare_atomicmsg(
+        ep: *mut fid_ep,
+        msg: *const fi_msg_atomic,
+        comparev: *const fi_ioc,
+        compare_desc: *mut *mut ::core::ffi::c_void,
+        compare_count: usize,
+        resultv: *mut fi_ioc,
+        result_desc: *mut *mut ::core::ffi::c_void,
+        result_count: usize,
+        flags: u64,
+    ) -> isize;
+}
+unsafe extern "C" {
+    #[link_name = "fi_atomicvalid__ofi_sys_shim"]
+    pub fn fi_atomicvalid(
+        ep: *mut fid_ep,
+        datatype: fi_datatype,
+        op: fi_op,
+        count: *mut usize,
+    ) -> ::core::ffi::c_int;
+}
+unsafe extern "C" {
+    #[link_name = "fi_fetch_atomicvalid__ofi_sys_shim"]
+    pub fn fi_fetch_atomicvalid(
+        ep: *mut fid_ep,
+        datatype: fi_datatype,
+        op: fi_op,
+        count: *mut usize,
+    ) -> ::core::ffi::c_int;
+}
+unsafe extern "C" {
+    #[link_name = "fi_compare_atomicvalid__ofi_sys_shim"]
+    pub fn fi_compare_atomicvalid(
+        ep: *mut fid_ep,
+        datatype: fi_datatype,
+        op: fi_op,
+        count: *mut usize,
+    ) -> ::core::ffi::c_int;
+}
+unsafe extern "C" {
+    #[link_name = "fi_query_atomic__ofi_sys_shim"]
+    pub fn fi_query_atomic(
+        domain: *mut fid_domain,
+        datatype: fi_datatype,
+        op: fi_op,
+        attr: *mut fi_atomic_attr,
+        flags: u64,
+    ) -> ::core::ffi::c_int;
 }

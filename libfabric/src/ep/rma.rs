@@ -1,0 +1,328 @@
+//! RMA posts (`fi_rma(3)`): the local side is a pool [`Buffer`] moved into
+//! the provider, as with sends; the remote side a [`RemoteRegion`] and an
+//! offset into it, checked before the call.
+
+use super::{Endpoint, CONNECTED, ENABLED, TX_CQ};
+use crate::buffer::Buffer;
+use crate::cq::Addr;
+use crate::error::{check, Error, Handback, Result};
+use crate::info::Caps;
+use crate::mr::RemoteRegion;
+use libfabric_sys::fabric as sys;
+
+/// What an RMA post needs of the endpoint: enabled, a transmit queue (RMA
+/// completions are transmit completions), connected.
+pub(super) const RMA_READY: u32 = ENABLED | TX_CQ | CONNECTED;
+
+impl Endpoint {
+    /// The checks every RMA call makes before the provider is called: the
+    /// endpoint's state and capability, the provider's own checks at the
+    /// target, the length against the provider's limit and the remote
+    /// region, and the peer. Returns the remote address and the peer's.
+    fn check_rma(
+        &self,
+        call: &'static str,
+        initiator: Caps,
+        len: usize,
+        remote: &RemoteRegion,
+        offset: u64,
+        dest: Addr,
+    ) -> Result<(u64, u64)> {
+        let caps = self.inner.info.caps();
+        // fi_getinfo(3): FI_RMA with none of READ/WRITE/REMOTE_READ/
+        // REMOTE_WRITE means all four; with some, only those.
+        let roles = Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
+        if !caps.contains(Caps::RMA) || (caps.intersects(roles) && !caps.contains(initiator)) {
+            return Err(Error::MissingCapability {
+                call,
+                needed: Caps::RMA | initiator,
+            });
+        }
+        self.ready(call, RMA_READY)?;
+        let domain = &self.inner.domain.info;
+        if crate::quirks::rma_unchecked_at_target(domain.provider(), domain.msg_order()) {
+            return Err(Error::Unsupported {
+                call,
+                reason: "shm carries out this domain's RMA by writing or reading the peer \
+                       process's memory directly, without the peer checking the key, access \
+                       or bounds; ask for an RMA ordering (Hints::msg_order with FI_ORDER_RAW \
+                       or another FI_ORDER_R*/W* bit) to have the peer check them",
+            });
+        }
+        if len == 0 {
+            return Err(Error::InvalidArgument(
+                format!("{call}: an RMA transfer needs at least one byte").into(),
+            ));
+        }
+        let max = self.inner.info.max_msg_size();
+        if len > max {
+            return Err(Error::TooLarge {
+                what: "RMA length (ep_attr max_msg_size)",
+                limit: max,
+                given: len,
+            });
+        }
+        let addr = remote.target_address(offset, len, self.inner.domain.info.mr_mode())?;
+        let dest = self.check_peer(call, dest, false)?;
+        Ok((addr, dest))
+    }
+
+    /// The checks of an RMA with a buffer: those of [`check_rma`], the
+    /// buffer's domain and its length.
+    #[allow(clippy::too_many_arguments)]
+    fn check_rma_buffer(
+        &self,
+        call: &'static str,
+        initiator: Caps,
+        buffer: &Buffer,
+        len: usize,
+        remote: &RemoteRegion,
+        offset: u64,
+        dest: Addr,
+    ) -> Result<(u64, u64)> {
+        self.check_buffer(call, buffer)?;
+        if len > buffer.len() {
+            return Err(Error::BufferTooSmall {
+                what: "RMA length",
+                needed: len,
+                given: buffer.len(),
+            });
+        }
+        self.check_rma(call, initiator, len, remote, offset, dest)
+    }
+
+    /// `fi_write`: writes the first `len` bytes of `buffer` into the peer's
+    /// `remote` region at `offset`. The buffer moves into the provider and
+    /// comes back with the write's completion, read from the queue bound
+    /// for transmits ([`BufferPool::reclaim`](crate::BufferPool::reclaim)).
+    /// `dest` is the peer's address on connectionless endpoints (ignored on
+    /// connected ones).
+    ///
+    /// ```
+    /// use libfabric::prelude::*;
+    /// use libfabric::mr::{MemoryRegion, MrAccess};
+    /// let hints = Hints::new().provider("tcp;ofi_rxm").node("127.0.0.1").caps(Caps::MSG | Caps::RMA);
+    /// let (a, b) = (Rdm::open(&hints, 1)?, Rdm::open(&hints, 1)?);
+    /// let to_b = a.insert(&b.name()?)?;
+    /// // b registers memory that peers may write, and tells a where it is.
+    /// let target = MemoryRegion::register(b.domain(), vec![0u8; 64], MrAccess::REMOTE_WRITE)?;
+    /// let remote = target.remote(); // in a real program: sent as remote.to_bytes()
+    /// // a writes 5 bytes at offset 8.
+    /// let pool = a.buffer_pool(1, 64)?;
+    /// let mut buf = pool.take().unwrap();
+    /// buf[..5].copy_from_slice(b"hello");
+    /// // rxm connects on first use: FI_EAGAIN until then, with the buffer
+    /// // handed back; reading the queues makes progress.
+    /// while let Err((back, e)) = a.endpoint().write(buf, 5, &remote, 8, to_b) {
+    ///     assert!(e.is_again(), "{e}");
+    ///     buf = back;
+    ///     let _ = a.cq().read(&mut [Default::default()])?;
+    ///     let _ = b.cq().read(&mut [Default::default()])?;
+    /// }
+    /// let done = loop {
+    ///     // the write's completion: the buffer is back
+    ///     match a.wait_one(&pool, Some(std::time::Duration::from_millis(1))) {
+    ///         Err(libfabric::Error::TimedOut { .. }) => {}
+    ///         done => break done?,
+    ///     }
+    ///     let _ = b.cq().read(&mut [Default::default()])?;
+    /// };
+    /// assert!(done.flags.contains(CompletionFlags::WRITE));
+    /// // Progress b (rxm progresses the target's side as its queue is read).
+    /// let mut seen = [0u8; 5];
+    /// while { target.read_at(8, &mut seen)?; &seen != b"hello" } {
+    ///     let _ = b.cq().read(&mut [Default::default()]);
+    /// }
+    /// # Ok::<(), libfabric::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Each with the buffer handed back: [`Error::MissingCapability`] for
+    /// an endpoint without `FI_RMA` (or with RMA roles that leave out
+    /// `FI_WRITE`); [`Error::State`] on an endpoint not enabled, with no
+    /// transmit completion queue, not connected, or shut down;
+    /// [`Error::Unsupported`] on a shm domain that would write the peer's
+    /// memory unchecked (see [`Hints::msg_order`](crate::Hints::msg_order));
+    /// [`Error::ForeignObject`] for a buffer of another domain;
+    /// [`Error::BufferTooSmall`] for `len` over the buffer's length;
+    /// [`Error::InvalidArgument`] for a `len` of 0, a remote address that
+    /// overflows, or a `dest` not in the bound address vector;
+    /// [`Error::TooLarge`] when `offset + len` is past the remote region or
+    /// `len` over `max_msg_size`; [`Error::Call`] when `fi_write` fails
+    /// (`FI_EAGAIN` when the queue is full: [`Error::is_again`]).
+    #[doc(alias = "fi_write")]
+    pub fn write(
+        &self,
+        buffer: Buffer,
+        len: usize,
+        remote: &RemoteRegion,
+        offset: u64,
+        dest: Addr,
+    ) -> Handback<Buffer> {
+        let (addr, dest) = match self.check_rma_buffer(
+            "fi_write",
+            Caps::WRITE,
+            &buffer,
+            len,
+            remote,
+            offset,
+            dest,
+        ) {
+            Ok(checked) => checked,
+            Err(error) => return Err((buffer, error)),
+        };
+        // fi_rma(3): the local buffer (registered: desc) is read until the
+        // completion; the remote range was checked against the region.
+        post!(self, "fi_write", false, buffer, |p| sys::fi_write(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            dest,
+            addr,
+            remote.key,
+            p.context
+        ))
+    }
+
+    /// `fi_read`: reads `len` bytes of the peer's `remote` region at
+    /// `offset` into the start of `buffer`, which comes back with the
+    /// read's completion (transmit queue) holding them.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write), with `FI_READ` as the role needed and
+    /// `fi_read` as the call: the buffer comes back with the error.
+    #[doc(alias = "fi_read")]
+    pub fn read(
+        &self,
+        buffer: Buffer,
+        len: usize,
+        remote: &RemoteRegion,
+        offset: u64,
+        dest: Addr,
+    ) -> Handback<Buffer> {
+        let (addr, dest) = match self.check_rma_buffer(
+            "fi_read",
+            Caps::READ,
+            &buffer,
+            len,
+            remote,
+            offset,
+            dest,
+        ) {
+            Ok(checked) => checked,
+            Err(error) => return Err((buffer, error)),
+        };
+        // fi_rma(3): the provider writes at most len bytes into the local
+        // buffer (registered: desc), which it owns until the completion.
+        post!(self, "fi_read", false, buffer, |p| sys::fi_read(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            dest,
+            addr,
+            remote.key,
+            p.context
+        ))
+    }
+
+    /// `fi_writedata`: [`write`](Self::write) that also delivers `data` as
+    /// remote CQ data: the target reads a completion with
+    /// `REMOTE_CQ_DATA` (and `RMA | REMOTE_WRITE`) from its receive queue,
+    /// in a [`Data`](crate::cq::Data) or [`Tagged`](crate::cq::Tagged)
+    /// format. Where the target's endpoint has mode `FI_RX_CQ_DATA`
+    /// ([`Mode::RX_CQ_DATA`](crate::info::Mode::RX_CQ_DATA) in its
+    /// `fi_info`), that completion consumes one receive posted there, whose
+    /// buffer it hands back ([`BufferPool::reclaim`](crate::BufferPool::reclaim));
+    /// otherwise it names no buffer. `data` must fit the domain's
+    /// `cq_data_size`.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write), with `fi_writedata` as the call, and
+    /// [`Error::State`] when the domain carries no CQ data or
+    /// [`Error::TooLarge`] when `data` does not fit it: the buffer comes
+    /// back with the error.
+    #[doc(alias = "fi_writedata")]
+    pub fn write_data(
+        &self,
+        buffer: Buffer,
+        len: usize,
+        data: u64,
+        remote: &RemoteRegion,
+        offset: u64,
+        dest: Addr,
+    ) -> Handback<Buffer> {
+        let checked = self
+            .check_rma_buffer(
+                "fi_writedata",
+                Caps::WRITE,
+                &buffer,
+                len,
+                remote,
+                offset,
+                dest,
+            )
+            .and_then(|c| self.check_cq_data("fi_writedata", data).map(|()| c));
+        let (addr, dest) = match checked {
+            Ok(checked) => checked,
+            Err(error) => return Err((buffer, error)),
+        };
+        // fi_rma(3): as fi_write, with data within cq_data_size.
+        post!(self, "fi_writedata", false, buffer, |p| sys::fi_writedata(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            data,
+            dest,
+            addr,
+            remote.key,
+            p.context
+        ))
+    }
+
+    /// `fi_inject_write`: writes `data` into the peer's `remote` region at
+    /// `offset`, with no completion; the provider copies `data` before
+    /// returning, so any slice will do. At most `inject_size` bytes
+    /// ([`InfoEntry::inject_size`](crate::info::InfoEntry::inject_size)).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] over `inject_size`; the other checks of
+    /// [`write`](Self::write), with `fi_inject_write` as the call;
+    /// [`Error::Call`] when `fi_inject_write` fails.
+    #[doc(alias = "fi_inject_write")]
+    pub fn inject_write(
+        &self,
+        data: &[u8],
+        remote: &RemoteRegion,
+        offset: u64,
+        dest: Addr,
+    ) -> Result<()> {
+        let call = "fi_inject_write";
+        if data.len() > self.inner.inject_size {
+            return Err(Error::TooLarge {
+                what: "fi_inject_write length (inject_size)",
+                limit: self.inner.inject_size,
+                given: data.len(),
+            });
+        }
+        let (addr, dest) = self.check_rma(call, Caps::WRITE, data.len(), remote, offset, dest)?;
+        // SAFETY: fi_rma(3): fi_inject_write's buffer may be reused as soon
+        // as the call returns; no context, no completion, no descriptor
+        // needed. The endpoint is enabled with a transmit CQ and FI_RMA,
+        // data is within inject_size, the remote range within the region
+        // and dest a live address (checked above).
+        let ret = unsafe {
+            sys::fi_inject_write(
+                self.raw(),
+                data.as_ptr().cast(),
+                data.len(),
+                dest,
+                addr,
+                remote.key,
+            )
+        };
+        check(call, ret)
+    }
+}
