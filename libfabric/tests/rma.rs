@@ -327,17 +327,19 @@ fn write_read_write_data_and_inject_write_round_trips() {
         assert_eq!(read_region(&target, 300, 5), b"data!");
     }
 
-    // Inject write: no completion; seen at the target.
+    // Inject write: no completion; seen at the target. (As much of it as
+    // the provider injects: soft-iWARP 2 bytes.)
+    let inj = &b"inj"[..3.min(a.ep.info().inject_size())];
     let start = Instant::now();
     loop {
-        match a.ep.inject_write(b"inj", &remote, 400, a.peer) {
+        match a.ep.inject_write(inj, &remote, 400, a.peer) {
             Err(e) if e.is_again() && start.elapsed() < Duration::from_secs(10) => {
                 pump([&a, &b], || true)
             }
             other => break other.unwrap(),
         }
     }
-    pump([&a, &b], || read_region(&target, 400, 3) == b"inj");
+    pump([&a, &b], || read_region(&target, 400, inj.len()) == inj);
 
     // A sub-range: offsets are relative to it.
     let sub = target.remote_range(1000..1010).unwrap();
@@ -596,7 +598,10 @@ fn the_pool_asks_for_local_access_only() {
     assert_eq!(slots.len(), 8);
     assert!(slots.iter().all(|s| s[0] == 0));
     let send_only = BufferPool::with_access(&b.domain, 1, 64, MrAccess::SEND).unwrap();
-    assert_ne!(send_only.key(), b.pool.key());
+    if provider() != "verbs" {
+        // verbs gives regions without remote access no remote key.
+        assert_ne!(send_only.key(), b.pool.key());
+    }
 }
 
 #[test]
@@ -1141,11 +1146,24 @@ fn a_pool_with_remote_access_is_refused() {
 /// closed: `into_inner` is refused while an endpoint of the domain is
 /// open (an RMA that passed the key check may still copy), and once they
 /// have closed the memory it gives back changes no more.
+/// The length of the large RMA of the tests below: 64 MiB, or what the
+/// endpoint carries in one message, and 4 MiB on verbs (soft-iWARP cannot
+/// register 64 MiB in the guest's memory).
+fn big_len(a: &Side) -> usize {
+    let cap = if provider() == "verbs" {
+        4 << 20
+    } else {
+        64 << 20
+    };
+    cap.min(a.ep.info().max_msg_size())
+}
+
 #[test]
 fn memory_from_into_inner_is_not_written_afterwards() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    const LEN: usize = 64 << 20;
     let (a, b) = pair();
+    #[allow(non_snake_case)]
+    let LEN = big_len(&a);
     let big = BufferPool::new(&a.domain, 1, LEN).unwrap();
     let mut src = big.take().unwrap();
     src[..LEN].fill(0xAA);
@@ -1202,8 +1220,9 @@ fn memory_from_into_inner_is_not_written_afterwards() {
 #[test]
 fn memory_from_into_inner_is_not_read_afterwards() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    const LEN: usize = 64 << 20;
     let (a, b) = pair();
+    #[allow(non_snake_case)]
+    let LEN = big_len(&a);
     let big = BufferPool::new(&a.domain, 1, LEN).unwrap();
     let target =
         MemoryRegion::register(&b.domain, vec![0xAAu8; LEN], MrAccess::REMOTE_READ).unwrap();
@@ -1253,8 +1272,9 @@ fn memory_from_into_inner_is_not_read_afterwards() {
 #[test]
 fn dropped_region_is_not_written_afterwards() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    const LEN: usize = 64 << 20;
     let (a, b) = pair();
+    #[allow(non_snake_case)]
+    let LEN = big_len(&a);
     let big = BufferPool::new(&a.domain, 1, LEN).unwrap();
     let mut src = big.take().unwrap();
     src[..LEN].fill(0xAA);
@@ -1351,6 +1371,8 @@ fn forged_wrapping_remote_regions_are_refused_before_the_call() {
     );
     match a.ep.inject_write(&[0xAA; 8], &forged, 0, a.peer) {
         Err(Error::InvalidArgument(_)) => {}
+        // Under 8 bytes of inject (soft-iWARP: 2): refused for its length.
+        Err(Error::TooLarge { .. }) if a.ep.info().inject_size() < 8 => {}
         other => panic!("inject_write: {other:?}"),
     }
     // Atomics where the provider has them (the rest above ran anyway).
