@@ -1142,15 +1142,14 @@ fn a_pool_with_remote_access_is_refused() {
     BufferPool::with_access(&domain, 1, 4096, MrAccess::LOCAL).unwrap();
 }
 
-/// Large RMA under way in both directions while the target's region is
-/// closed: `into_inner` is refused while an endpoint of the domain is
-/// open (an RMA that passed the key check may still copy), and once they
-/// have closed the memory it gives back changes no more.
 /// The length of the large RMA of the tests below: 64 MiB, or what the
-/// endpoint carries in one message, and 4 MiB on verbs (soft-iWARP cannot
-/// register 64 MiB in the guest's memory).
+/// endpoint carries in one message; 4 MiB on verbs, 1 MiB over iWARP
+/// (soft-iWARP pins the pages of a registration, and the guest's
+/// locked-memory limit is 8 MiB: `fi_mr_reg` failed with `-FI_ENOMEM`).
 fn big_len(a: &Side) -> usize {
-    let cap = if provider() == "verbs" {
+    let cap = if std::env::var("LIBFABRIC_TEST_IWARP").as_deref() == Ok("1") {
+        1 << 20
+    } else if provider() == "verbs" {
         4 << 20
     } else {
         64 << 20
@@ -1158,6 +1157,10 @@ fn big_len(a: &Side) -> usize {
     cap.min(a.ep.info().max_msg_size())
 }
 
+/// Large RMA under way in both directions while the target's region is
+/// closed: `into_inner` is refused while an endpoint of the domain is
+/// open (an RMA that passed the key check may still copy), and once they
+/// have closed the memory it gives back changes no more.
 #[test]
 fn memory_from_into_inner_is_not_written_afterwards() {
     use std::sync::atomic::{AtomicBool, Ordering};
