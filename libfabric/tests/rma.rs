@@ -535,12 +535,24 @@ fn into_inner_after_closing<M: libfabric::mr::RegionMemory>(
         .expect("into_inner once no endpoint of the domain is open")
 }
 
+/// Addresses of the memory [`leak`] gave out: kept, so that it stays
+/// reachable to the end (valgrind reports memory no pointer reaches).
+static LEAKED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// `len` zeroed bytes that live for the rest of the process, for
+/// `&'static mut [u8]` regions.
+fn leak(len: usize) -> &'static mut [u8] {
+    let memory = Box::leak(vec![0u8; len].into_boxed_slice());
+    LEAKED.lock().unwrap().push(memory.as_ptr() as usize);
+    memory
+}
+
 #[test]
 fn a_write_to_a_deregistered_region_reaches_nothing() {
     let (a, b) = pair();
     // Memory that outlives the region (leaked), to look at after the
     // region is dropped.
-    let memory: &'static mut [u8] = Box::leak(vec![0u8; 4096].into_boxed_slice());
+    let memory = leak(4096);
     let at = memory.as_ptr();
     let target = MemoryRegion::register(
         &b.domain,
@@ -1427,7 +1439,7 @@ fn a_misaligned_region_is_refused_remote_access() {
     // `len` bytes from `skip` bytes into a fresh leaked allocation (the
     // allocator aligns it to at least 8).
     let leaked = |skip: usize, len: usize| -> &'static mut [u8] {
-        let whole: &'static mut [u8] = Box::leak(vec![0u8; 64].into_boxed_slice());
+        let whole = leak(64);
         assert_eq!(whole.as_ptr() as usize % 8, 0);
         &mut whole[skip..skip + len]
     };
