@@ -1789,33 +1789,40 @@ fn pools_dropped_on_one_thread_while_endpoints_close_on_another() {
     // another domain whose last handle was dropped meanwhile on another
     // thread was dropped under the pool registry's lock, which its drop
     // takes again: a deadlock.
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let (fabric, domain, info) = fabric_domain();
     let other = Domain::open(&fabric, &info).unwrap();
     let _many: Vec<_> = (0..32)
         .map(|_| BufferPool::new(&domain, 1, 64).unwrap())
         .collect();
     let stop = AtomicBool::new(false);
+    let pool_progress = AtomicU64::new(0);
+    // Both sides must overlap for a while; on a loaded machine (or under
+    // valgrind) the pool thread may not have been scheduled by the time the
+    // nominal 3 s are over, so the endpoint side goes on until the pool
+    // side has done a few rounds too (bounded, so a deadlock still fails).
     let deadline = Instant::now() + Duration::from_secs(3);
+    let give_up = Instant::now() + Duration::from_secs(120);
     let (pool_rounds, endpoint_rounds) = std::thread::scope(|s| {
         let pools = s.spawn(|| {
-            let mut rounds = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let pools: Vec<_> = (0..16)
                     .map(|_| BufferPool::new(&other, 1, 64).unwrap())
                     .collect();
                 drop(pools);
-                rounds += 1;
+                pool_progress.fetch_add(1, Ordering::Relaxed);
             }
-            rounds
         });
         let mut rounds = 0u64;
-        while Instant::now() < deadline {
+        while (Instant::now() < deadline || pool_progress.load(Ordering::Relaxed) < 3)
+            && Instant::now() < give_up
+        {
             drop(Endpoint::open(&domain, &info).unwrap());
             rounds += 1;
         }
         stop.store(true, Ordering::Relaxed);
-        (pools.join().unwrap(), rounds)
+        pools.join().unwrap();
+        (pool_progress.load(Ordering::Relaxed), rounds)
     });
     // A deadlock would have hung above; both sides ran.
     assert!(

@@ -115,6 +115,8 @@ run_one() {
     *) why="exit status $rc${tests:+ (tests: $tests)}" ;;
     esac
     printf 'FAIL %-24s %s; %s s; logs %s, %s\n' "$name" "$why" "$took" "$out" "$vg"
+    # The test harness's own failure reports (a failed assertion), if any.
+    awk '/^failures:$/ { on = 1 } on { print "     " $0 } /^test result:/ { on = 0 }' "$out" | head -40
     # The first error valgrind reported, for a quick look.
     awk '/^==[0-9]+== ([0-9,]+ bytes in .* lost in loss record|Invalid|Conditional jump|Use of uninitialised|Mismatched|Syscall param|Source and destination overlap)/ {p=1}
          p && /^==[0-9]+== $/ {exit}
