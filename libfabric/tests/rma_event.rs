@@ -526,10 +526,22 @@ fn domain_with_counter() -> Option<(Fabric, Domain, Counter)> {
 
 #[test]
 fn a_region_counter_of_another_domain_unknown_flags_and_no_remote_write_are_refused() {
-    let Some((fabric, domain, counter)) = domain_with_counter() else {
-        return;
+    // Checked before the capability: on every provider with counters.
+    let info = getinfo(&hints(Caps::MSG | Caps::RMA))
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
+    let fabric = Fabric::open(&info).unwrap();
+    let domain = Domain::open(&fabric, &info).unwrap();
+    let counter = match Counter::open(&domain, &CntrAttr::new()) {
+        Ok(c) => c,
+        Err(Error::Unsupported { .. }) if provider() == "verbs" => {
+            skip("verbs has no counters (Error::Unsupported)");
+            return;
+        }
+        Err(e) => panic!("{e}"),
     };
-    let info = getinfo(&hints(CAPS)).unwrap().into_iter().next().unwrap();
     let other = Domain::open(&fabric, &info).unwrap();
     let foreign = Counter::open(&other, &CntrAttr::new()).unwrap();
     let reg = |c: &Counter, access: MrAccess, events: MrCntrBind| {
