@@ -174,29 +174,16 @@ impl RmaPairs {
         Ok(pairs)
     }
 
-    /// Reads one completion of `cq`, as the C side's `bl_rma_poll`.
-    #[inline(always)]
-    fn poll<'e>(
-        cq: &'e CompletionQueue<Data>,
-        entry: &'e mut [DataEntry; 1],
-    ) -> Result<Option<libfabric::cq::Completions<'e, DataEntry>>, String> {
-        match cq.read(entry) {
-            Ok(CqRead::Completions(done)) => Ok(Some(done)),
-            Ok(CqRead::Empty) => Ok(None),
-            Ok(CqRead::Error(err)) => Err(format!("an error completion: {}", err.err)),
-            Ok(_) => Err("fi_cq_read: an unexpected result".into()),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
     /// One RMA of `op` from a into b's region, as `bl_rma_one`: posted
     /// (retried while the provider says -FI_EAGAIN), its completion at a,
     /// b's queue read while there is none; for writedata also b's remote CQ
-    /// data completion, whose data must be `data`.
+    /// data completion, whose data must be `data`. Errors leave through
+    /// cold functions, as the C side's returns do.
     #[inline(always)]
     fn one(&self, buf: Buffer, op: RmaOp, data: u64) -> Result<Buffer, String> {
         let ep = self.a.endpoint();
         let mut buf = buf;
+        let mut entry: [DataEntry; 1] = Default::default();
         loop {
             let posted = match op {
                 RmaOp::Write => ep.write(buf, RMA_SIZE, &self.remote, 0, self.to_b),
@@ -207,45 +194,56 @@ impl RmaPairs {
                 Ok(()) => break,
                 Err((back, e)) if e.is_again() => {
                     buf = back;
-                    let mut entry: [DataEntry; 1] = Default::default();
-                    if Self::poll(self.a.cq(), &mut entry)?.is_some() {
-                        return Err("a completion of nothing posted".into());
+                    match self.a.cq().read(&mut entry) {
+                        Ok(CqRead::Empty) => {}
+                        _ => return Err(unexpected("a's queue while a post is refused")),
                     }
-                    drop(Self::poll(self.b.cq(), &mut entry)?);
+                    match self.b.cq().read(&mut entry) {
+                        Ok(CqRead::Empty | CqRead::Completions(_)) => {}
+                        _ => return Err(unexpected("b's queue")),
+                    }
                 }
-                Err((_, e)) => return Err(e.to_string()),
+                Err((_, e)) => return Err(post_failed(e)),
             }
         }
-        let mut entry: [DataEntry; 1] = Default::default();
         let mut back = None;
         let mut b_done = op != RmaOp::WriteData;
         while back.is_none() || !b_done {
             if back.is_none() {
-                if let Some(done) = Self::poll(self.a.cq(), &mut entry)? {
-                    back = Some(
-                        self.pool_a
-                            .reclaim(&done[0])
-                            .ok_or("a completion of another operation")?,
-                    );
-                    continue;
+                match self.a.cq().read(&mut entry) {
+                    Ok(CqRead::Completions(done)) => {
+                        back = self.pool_a.reclaim(&done[0]);
+                        if back.is_none() {
+                            return Err(unexpected("a completion of another operation"));
+                        }
+                        continue;
+                    }
+                    Ok(CqRead::Empty) => {}
+                    _ => return Err(unexpected("a's queue")),
                 }
             }
-            if let Some(done) = Self::poll(self.b.cq(), &mut entry)? {
-                let e = &done[0];
-                if b_done
-                    || !e.flags().contains(CompletionFlags::REMOTE_CQ_DATA)
-                    || e.data() != data
-                {
-                    return Err("an unexpected completion at the target".into());
+            match self.b.cq().read(&mut entry) {
+                Ok(CqRead::Completions(done)) => {
+                    let e = &done[0];
+                    if b_done
+                        || !e.flags().contains(CompletionFlags::REMOTE_CQ_DATA)
+                        || e.data() != data
+                    {
+                        return Err(unexpected("a completion at the target"));
+                    }
+                    if let Some(rx) = self.pool_b.reclaim(e) {
+                        drop(done);
+                        if let Err((_, e)) = self.b.endpoint().recv(rx) {
+                            return Err(post_failed(e));
+                        }
+                    }
+                    b_done = true;
                 }
-                if let Some(rx) = self.pool_b.reclaim(e) {
-                    drop(done);
-                    self.b.endpoint().recv(rx).map_err(|(_, e)| e.to_string())?;
-                }
-                b_done = true;
+                Ok(CqRead::Empty) => {}
+                _ => return Err(unexpected("b's queue")),
             }
         }
-        back.ok_or_else(|| "no buffer".into())
+        back.ok_or_else(|| unexpected("no buffer"))
     }
 
     /// `iters` RMAs of `op`, each waited for: the CPU time per RMA.
@@ -264,6 +262,18 @@ impl RmaPairs {
         *self.buf.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);
         Ok(per_call)
     }
+}
+
+#[cold]
+#[inline(never)]
+fn unexpected(what: &str) -> String {
+    format!("RMA: unexpected result of {what}")
+}
+
+#[cold]
+#[inline(never)]
+fn post_failed(e: libfabric::Error) -> String {
+    format!("RMA post: {e}")
 }
 
 /// What a case measures.
