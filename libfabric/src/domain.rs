@@ -116,8 +116,13 @@ impl Drop for DomainInner {
         // id stays in the set): memory parked for it may still be reached
         // through it, so it is leaked rather than freed.
         let retired = self.retired.get_mut().unwrap_or_else(|e| e.into_inner());
-        if !retired.open.is_empty() {
-            std::mem::forget(std::mem::take(&mut retired.parked));
+        let parked = std::mem::take(&mut retired.parked);
+        if retired.open.is_empty() {
+            // Now, before the domain's fid closes (fields drop after this):
+            // what is parked may hold open MRs of the domain (sockets).
+            drop(parked);
+        } else {
+            std::mem::forget(parked);
         }
     }
 }

@@ -38,7 +38,8 @@
 //!   (at the latest until the domain itself is dropped); then it is
 //!   dropped. On sockets, whose progress thread reads a region's record
 //!   after the key lookup that found it, the MR itself stays open with its
-//!   memory until no endpoint of the domain is open at all. Memory kept this way adds up while such an endpoint stays
+//!   memory until no endpoint of the domain is open at all: peers can still
+//!   write and read it meanwhile (into memory nothing else can reach). Memory kept this way adds up while such an endpoint stays
 //!   open ([`Domain::retained_regions`] counts it): reuse long-lived
 //!   regions rather than registering one per transfer;
 //! - [`into_inner`](MemoryRegion::into_inner) gives the memory back only

@@ -568,6 +568,9 @@ fn a_write_to_a_deregistered_region_reaches_nothing() {
     post(&a, &b, buffer_with(&a, b"late"), |buf| {
         a.ep.write(buf, 4, &remote, 0, a.peer)
     });
+    if kept_registered_until_idle(&a, &b, "a write to a closed region") {
+        return;
+    }
     refused(&a, &b, "a write to a closed region");
     // SAFETY: the leaked bytes, never freed; volatile reads, nothing else
     // writes them (the write above was refused, or the test fails).
@@ -587,7 +590,30 @@ fn a_read_of_a_dropped_region_is_refused() {
     post(&a, &b, a.pool.take().unwrap(), |buf| {
         a.ep.read(buf, 4, &remote, 0, a.peer)
     });
+    if kept_registered_until_idle(&a, &b, "a read of a dropped region") {
+        return;
+    }
     refused(&a, &b, "a read of a dropped region");
+}
+
+/// sockets keeps a region dropped while endpoints of its domain are open
+/// registered, with its memory, until none is open (its progress thread
+/// reads a region's record after looking it up): an RMA on it then
+/// completes, into or out of the kept memory. Checks that and says so.
+fn kept_registered_until_idle(a: &Side, b: &Side, what: &str) -> bool {
+    if provider() != "sockets" {
+        return false;
+    }
+    assert!(b.domain.retained_regions() >= 1);
+    match next(a, b) {
+        Ok(c) => assert!(c.buffer.is_some()),
+        Err(e) => panic!("{what}: {e}"),
+    }
+    println!(
+        "{}: provider sockets: {what}: completed (the region stays registered until the domain is idle)",
+        test_name()
+    );
+    true
 }
 
 #[test]
@@ -1479,6 +1505,17 @@ fn regions_dropped_before_and_after_endpoints_close() {
     // An endpoint opened after the regions closed does not hold them.
     let late = Endpoint::open(&domain, domain.info()).unwrap();
     drop((a, b));
+    if provider() == "sockets" {
+        // There they wait until no endpoint of the domain is open.
+        assert_eq!(
+            domain.retained_regions(),
+            2,
+            "kept until the domain is idle"
+        );
+        drop(late);
+        assert_eq!(domain.retained_regions(), 0, "freed once it is idle");
+        return;
+    }
     assert_eq!(domain.retained_regions(), 0, "freed once they have closed");
     drop(MemoryRegion::register(&domain, vec![0u8; 64], MrAccess::REMOTE_WRITE).unwrap());
     assert_eq!(domain.retained_regions(), 1, "the late endpoint is open");
