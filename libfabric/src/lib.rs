@@ -77,10 +77,15 @@
 //!   [`wait::Waiter`] runs the trywait / block / drain loop of fi_poll(3).
 //!
 //! # Threading
-//! Domains are opened with `FI_THREAD_SAFE` only (the default of
-//! [`info::Hints`]), under which fi_domain(3) lets any thread use any
-//! object at any time; that is what makes every type here `Send + Sync`
-//! without locks on the data path.
+//! The threading model of a domain is a type parameter of the domain and
+//! of every object opened from it ([`threading`]). The default,
+//! [`ThreadSafe`] (`FI_THREAD_SAFE`, asked for by [`info::Hints::new`]), lets
+//! any thread use any object at any time: its types are `Send + Sync`
+//! without locks on the data path. [`ThreadDomain`] (`FI_THREAD_DOMAIN`) and
+//! [`ThreadCompletion`] (`FI_THREAD_COMPLETION`) leave serialization to the
+//! application, which the types do: their objects stay on the thread that
+//! opened the domain, and the provider and this crate leave out their
+//! locks ([`Domain::open_model`]).
 //!
 //! # Coverage of fi_eq(3), fi_cq(3) and fi_poll(3)
 //!
@@ -285,6 +290,7 @@ pub mod poll;
 #[doc = include_str!("preconditions.md")]
 pub mod preconditions {}
 mod quirks;
+pub mod threading;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
@@ -304,6 +310,7 @@ pub use fabric::Fabric;
 pub use info::{getinfo, Hints, Info};
 pub use mr::{MemoryRegion, MrAccess, RemoteRegion};
 pub use pep::PassiveEndpoint;
+pub use threading::{ThreadCompletion, ThreadDomain, ThreadModel, ThreadSafe};
 
 /// The raw bindings this crate is built on.
 pub use libfabric_sys::fabric as sys;

@@ -71,6 +71,7 @@
 //! ```
 
 use crate::domain::{Domain, DomainInner};
+use crate::threading::{ThreadModel, ThreadSafe};
 use crate::error::{Error, Result};
 use crate::fid::OwnedFid;
 use bitflags::bitflags;
@@ -438,7 +439,11 @@ pub enum HmemIface {
 /// without remote access `&mut [u8]` too ([`as_mut_slice`](Self::as_mut_slice)).
 /// What a peer wrote is seen once its RMA completed at the peer (and, for
 /// a write with remote CQ data, once that completion was read here).
-pub struct MemoryRegion<M: RegionMemory> {
+///
+/// `T` is the threading model of its domain (see
+/// [`Domain`](crate::Domain)): a region of a serialized domain is neither
+/// `Send` nor `Sync` (its close is a call on an object of the domain).
+pub struct MemoryRegion<M: RegionMemory, T: ThreadModel = ThreadSafe> {
     reg: Registration,
     /// The iovecs, in order; reached as one range of `len` bytes.
     iov: Box<[(*mut u8, usize)]>,
@@ -446,16 +451,20 @@ pub struct MemoryRegion<M: RegionMemory> {
     access: MrAccess,
     domain: Arc<DomainInner>,
     memory: ManuallyDrop<M>,
+    _model: std::marker::PhantomData<T>,
 }
 
 // SAFETY: the region owns M (Send when M is); the MR and domain are
-// FI_THREAD_SAFE objects; the raw pointers point into M.
-unsafe impl<M: RegionMemory + Send> Send for MemoryRegion<M> {}
+// FI_THREAD_SAFE objects when T is Send (only ThreadSafe is: the regions
+// of serialized domains stay on their domain's thread); the raw pointers
+// point into M.
+unsafe impl<M: RegionMemory + Send, T: ThreadModel + Send> Send for MemoryRegion<M, T> {}
 // SAFETY: &self only reads the memory (read_at, as_slice) or the MR's
-// fixed fields; writes take &mut self.
-unsafe impl<M: RegionMemory + Sync> Sync for MemoryRegion<M> {}
+// fixed fields; writes take &mut self; shared only when T is Sync
+// (ThreadSafe).
+unsafe impl<M: RegionMemory + Sync, T: ThreadModel + Sync> Sync for MemoryRegion<M, T> {}
 
-impl<M: RegionMemory> MemoryRegion<M> {
+impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
     /// `fi_mr_reg`: registers `memory` with `domain` for `access`, taking
     /// ownership of it.
     ///
@@ -467,7 +476,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// (`mr_key_size` bytes) are used up; [`Error::Call`] when `fi_mr_reg`
     /// fails. The memory is dropped with the error.
     #[doc(alias = "fi_mr_reg")]
-    pub fn register(domain: &Domain, memory: M, access: MrAccess) -> Result<Self> {
+    pub fn register(domain: &Domain<T>, memory: M, access: MrAccess) -> Result<Self> {
         Self::new(domain, memory, access, Call::Reg)
     }
 
@@ -481,7 +490,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// the call.
     #[doc(alias = "fi_mr_regattr")]
     pub fn register_attr(
-        domain: &Domain,
+        domain: &Domain<T>,
         memory: M,
         access: MrAccess,
         iface: HmemIface,
@@ -497,8 +506,9 @@ impl<M: RegionMemory> MemoryRegion<M> {
     }
 }
 
-impl<M: RegionMemory> MemoryRegion<M> {
-    fn new(domain: &Domain, mut memory: M, access: MrAccess, call: Call) -> Result<Self> {
+impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
+    fn new(domain: &Domain<T>, mut memory: M, access: MrAccess, call: Call) -> Result<Self> {
+        domain.inner.run_deferred();
         if crate::quirks::caches_registrations(domain.inner.info.provider()) {
             return Err(Error::Unsupported {
                 call: "fi_mr_reg",
@@ -551,6 +561,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
             access,
             domain: domain.inner.clone(),
             memory: ManuallyDrop::new(memory),
+            _model: std::marker::PhantomData,
         })
     }
 
@@ -611,8 +622,9 @@ impl<M: RegionMemory> MemoryRegion<M> {
 
     /// The domain it is registered with.
     #[must_use]
-    pub fn domain(&self) -> Domain {
+    pub fn domain(&self) -> Domain<T> {
         Domain {
+            _model: std::marker::PhantomData,
             inner: self.domain.clone(),
         }
     }
@@ -832,6 +844,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
                 access: _,
                 domain,
                 memory,
+                _model: _,
             } = &mut *this;
             drop(ptr::read(reg));
             drop(ptr::read(iov));
@@ -883,7 +896,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
     }
 }
 
-impl<M: RegionMemory> Drop for MemoryRegion<M> {
+impl<M: RegionMemory, T: ThreadModel> Drop for MemoryRegion<M, T> {
     fn drop(&mut self) {
         // On failure the MR is still registered: peers may still reach the
         // memory, which is leaked rather than freed (it is owned, so
@@ -892,7 +905,7 @@ impl<M: RegionMemory> Drop for MemoryRegion<M> {
     }
 }
 
-impl<M: RegionMemory> fmt::Debug for MemoryRegion<M> {
+impl<M: RegionMemory, T: ThreadModel> fmt::Debug for MemoryRegion<M, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryRegion")
             .field("len", &self.len)
