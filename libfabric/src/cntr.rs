@@ -392,17 +392,17 @@ impl<T: ThreadModel> Counter<T> {
         let wait_obj = query_wait_obj(fid.fid(), wait_obj);
         let wait_fd = wait_obj == WaitObj::Fd && getwait_fd(fid.fid()).is_ok();
         let cntr = Counter::from_inner(Arc::new(CntrInner {
-                fid,
-                domain: domain.inner.clone(),
-                _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
-                wait_obj,
-                wait_fd,
-                narrow: crate::quirks::counts_in_32_bits(provider),
-                id,
-                lifecycle: RwLock::new(()),
-                wait_poisoned: AtomicBool::new(false),
-                broken: AtomicU32::new(0),
-            }));
+            fid,
+            domain: domain.inner.clone(),
+            _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
+            wait_obj,
+            wait_fd,
+            narrow: crate::quirks::counts_in_32_bits(provider),
+            id,
+            lifecycle: RwLock::new(()),
+            wait_poisoned: AtomicBool::new(false),
+            broken: AtomicU32::new(0),
+        }));
         if let Some(set) = &cntr.inner._wait_set {
             let member: Arc<dyn ProgressMember> = cntr.inner.clone();
             set.add_member(Arc::downgrade(&member));
@@ -670,12 +670,9 @@ impl<T: ThreadModel> Counter<T> {
     /// [`Error::Call`] when `fi_close` fails. The counter comes back with
     /// the error, still open.
     pub fn close(self) -> Handback<Self> {
-        close_last(
-            self.inner,
-            ObjectKind::Counter,
-            Counter::from_inner,
-            |i| i.fid.close(),
-        )
+        close_last(self.inner, ObjectKind::Counter, Counter::from_inner, |i| {
+            i.fid.close()
+        })
     }
 }
 

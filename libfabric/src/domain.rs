@@ -325,7 +325,10 @@ impl<T: ThreadModel> Domain<T> {
                     "the domain's threading model is {:?}; a Domain<{}> needs {} \
                      (ask for it with Hints::threading)",
                     info.threading(),
-                    std::any::type_name::<T>().rsplit("::").next().unwrap_or("?"),
+                    std::any::type_name::<T>()
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or("?"),
                     match T::THREADING {
                         crate::info::Threading::Safe => "FI_THREAD_SAFE (the default of Hints)",
                         crate::info::Threading::Domain => "FI_THREAD_DOMAIN or stronger",
@@ -360,16 +363,16 @@ impl<T: ThreadModel> Domain<T> {
         };
         let fid = OwnedFid::opened("fi_domain", ret, raw)?;
         Ok(Domain::from_inner(Arc::new(DomainInner {
-                fid,
-                info,
-                fabric: fabric.inner.clone(),
-                next_key: std::sync::atomic::AtomicU64::new(1),
-                fd_cqs: std::sync::atomic::AtomicBool::new(false),
-                fd_counters: std::sync::atomic::AtomicBool::new(false),
-                retired: std::sync::Mutex::new(Retired::default()),
-                owner: (!T::LOCKED).then(|| std::thread::current().id()),
-                deferred: std::sync::Mutex::new(Vec::new()),
-            })))
+            fid,
+            info,
+            fabric: fabric.inner.clone(),
+            next_key: std::sync::atomic::AtomicU64::new(1),
+            fd_cqs: std::sync::atomic::AtomicBool::new(false),
+            fd_counters: std::sync::atomic::AtomicBool::new(false),
+            retired: std::sync::Mutex::new(Retired::default()),
+            owner: (!T::LOCKED).then(|| std::thread::current().id()),
+            deferred: std::sync::Mutex::new(Vec::new()),
+        })))
     }
 
     /// The `fi_info` the domain was opened with.
@@ -447,15 +450,10 @@ impl<T: ThreadModel> Domain<T> {
     /// [`Error::Call`] when `fi_close` fails. The domain comes back with the
     /// error, still open.
     pub fn close(self) -> Handback<Self> {
-        close_last(
-            self.inner,
-            ObjectKind::Domain,
-            Domain::from_inner,
-            |i| {
-                i.run_deferred();
-                i.fid.close()
-            },
-        )
+        close_last(self.inner, ObjectKind::Domain, Domain::from_inner, |i| {
+            i.run_deferred();
+            i.fid.close()
+        })
     }
 }
 

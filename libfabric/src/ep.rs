@@ -85,11 +85,11 @@ use crate::cntr::{CntrInner, Counter};
 use crate::connreq::{ConnRequest, RequestSource};
 use crate::cq::{Addr, CompletionQueue, CqInner, Format};
 use crate::domain::{Domain, DomainInner};
-use crate::threading::{ThreadModel, ThreadSafe};
 use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
 use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Caps, EpType, Info, InfoEntry};
+use crate::threading::{ThreadModel, ThreadSafe};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
 use std::fmt;
@@ -878,19 +878,19 @@ impl<T: ThreadModel> Endpoint<T> {
             None => None,
         };
         Ok(Endpoint::from_inner(Arc::new(EpInner {
-                fid,
-                id,
-                connectionless: ep_type != EpType::Msg,
-                inject_size: info.inject_size(),
-                cq_data_size: info.cq_data_size(),
-                info,
-                state: AtomicU32::new(state),
-                bound: Mutex::new(Bound::default()),
-                av: OnceLock::new(),
-                pending: Mutex::new(pending),
-                domain: domain.inner.clone(),
-                conn_events: (!T::LOCKED).then(Arc::default),
-            })))
+            fid,
+            id,
+            connectionless: ep_type != EpType::Msg,
+            inject_size: info.inject_size(),
+            cq_data_size: info.cq_data_size(),
+            info,
+            state: AtomicU32::new(state),
+            bound: Mutex::new(Bound::default()),
+            av: OnceLock::new(),
+            pending: Mutex::new(pending),
+            domain: domain.inner.clone(),
+            conn_events: (!T::LOCKED).then(Arc::default),
+        })))
     }
 
     fn raw(&self) -> *mut sys::fid_ep {

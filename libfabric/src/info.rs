@@ -209,7 +209,8 @@ impl Default for Hints {
 
 impl Hints {
     /// Hints that state what this crate's objects support:
-    /// - `FI_THREAD_SAFE` domains, which its `Send`/`Sync` types rely on;
+    /// - `FI_THREAD_SAFE` domains, which its `Send`/`Sync` types rely on
+    ///   (see [`threading`](Self::threading) for the serialized models);
     /// - mode `FI_CONTEXT | FI_CONTEXT2`: every operation is posted with
     ///   its own `fi_context2` (see [`BufferPool`](crate::BufferPool)); and
     ///   `FI_RX_CQ_DATA`: remote CQ data arrives in posted receives;

@@ -71,9 +71,9 @@
 //! ```
 
 use crate::domain::{Domain, DomainInner};
-use crate::threading::{ThreadModel, ThreadSafe};
 use crate::error::{Error, Result};
 use crate::fid::OwnedFid;
+use crate::threading::{ThreadModel, ThreadSafe};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;

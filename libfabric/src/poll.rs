@@ -19,10 +19,10 @@
 
 use crate::cq::{CompletionQueue, Format};
 use crate::domain::{Domain, DomainInner};
-use crate::threading::{ThreadModel, ThreadSafe};
 use crate::eq::Fid;
 use crate::error::{check, check_len, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
+use crate::threading::{ThreadModel, ThreadSafe};
 use crate::wait::{sealed, ProgressMember};
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -273,15 +273,10 @@ impl<T: ThreadModel> PollSet<T> {
     /// [`Error::InUse`] while other handles exist; [`Error::Call`] when
     /// `fi_close` fails. The set comes back with the error, still open.
     pub fn close(self) -> Handback<Self> {
-        close_last(
-            self.inner,
-            ObjectKind::PollSet,
-            PollSet::from_inner,
-            |i| {
-                i.remove_all();
-                i.fid.close()
-            },
-        )
+        close_last(self.inner, ObjectKind::PollSet, PollSet::from_inner, |i| {
+            i.remove_all();
+            i.fid.close()
+        })
     }
 }
 

@@ -104,14 +104,21 @@ fn a_domain_opens_with_each_model_and_refuses_a_weaker_fi_info() {
             continue;
         };
         let granted = info.threading();
-        println!("provider {}: asked {model:?}, granted {granted:?}", provider());
+        println!(
+            "provider {}: asked {model:?}, granted {granted:?}",
+            provider()
+        );
         let fabric = Fabric::open(&info).unwrap();
         let safe = Domain::<ThreadSafe>::open_model(&fabric, &info);
         let domain = Domain::<ThreadDomain>::open_model(&fabric, &info);
         let completion = Domain::<ThreadCompletion>::open_model(&fabric, &info);
         // ThreadSafe needs FI_THREAD_SAFE; ThreadDomain takes any model
         // asked for here; ThreadCompletion refuses FI_THREAD_DOMAIN.
-        assert_eq!(safe.is_ok(), granted == Threading::Safe, "{model:?}: {safe:?}");
+        assert_eq!(
+            safe.is_ok(),
+            granted == Threading::Safe,
+            "{model:?}: {safe:?}"
+        );
         if let Err(e) = &safe {
             assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
         }
@@ -125,7 +132,10 @@ fn a_domain_opens_with_each_model_and_refuses_a_weaker_fi_info() {
             assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
         }
         // Domain::open is the FI_THREAD_SAFE constructor.
-        assert_eq!(Domain::open(&fabric, &info).is_ok(), granted == Threading::Safe);
+        assert_eq!(
+            Domain::open(&fabric, &info).is_ok(),
+            granted == Threading::Safe
+        );
         assert_eq!(domain.unwrap().deferred_closes(), 0);
     }
 }
@@ -166,7 +176,8 @@ fn serialized_pair<T: ThreadModel>(model: Threading) -> Option<(Side<T>, Side<T>
             let av = AddressVector::open(&domain, AvType::Table, 4).unwrap();
             let ep = Endpoint::open(&domain, &info).unwrap();
             ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
-            ep.bind_cntr(&cntr, CntrBind::SEND | CntrBind::RECV).unwrap();
+            ep.bind_cntr(&cntr, CntrBind::SEND | CntrBind::RECV)
+                .unwrap();
             ep.bind_av(&av).unwrap();
             ep.enable().unwrap();
             let pool = BufferPool::new(&domain, 8, 4096).unwrap();
@@ -184,8 +195,18 @@ fn serialized_pair<T: ThreadModel>(model: Threading) -> Option<(Side<T>, Side<T>
         let b = sides.pop().unwrap();
         let mut a = sides.pop().unwrap();
         let mut b = b;
-        a.peer = a._av.as_ref().unwrap().insert(&b.ep.name().unwrap()).unwrap();
-        b.peer = b._av.as_ref().unwrap().insert(&a.ep.name().unwrap()).unwrap();
+        a.peer = a
+            ._av
+            .as_ref()
+            .unwrap()
+            .insert(&b.ep.name().unwrap())
+            .unwrap();
+        b.peer = b
+            ._av
+            .as_ref()
+            .unwrap()
+            .insert(&a.ep.name().unwrap())
+            .unwrap();
         return Some((a, b, fabric));
     }
     // Connected endpoints: the passive endpoint and the event queues are
@@ -208,7 +229,9 @@ fn serialized_pair<T: ThreadModel>(model: Threading) -> Option<(Side<T>, Side<T>
     let ceq = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
     let client = Endpoint::open(&cdomain, &cinfo).unwrap();
     client.bind_eq(&ceq).unwrap();
-    client.bind_cq(&ccq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    client
+        .bind_cq(&ccq, CqBind::TRANSMIT | CqBind::RECV)
+        .unwrap();
     client
         .bind_cntr(&ccntr, CntrBind::SEND | CntrBind::RECV)
         .unwrap();
@@ -226,9 +249,13 @@ fn serialized_pair<T: ThreadModel>(model: Threading) -> Option<(Side<T>, Side<T>
     };
     let (sdomain, scq, scntr) = open_side::<T>(&fabric, request.info());
     let seq = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
-    let server = Endpoint::from_request(&sdomain, request).map_err(|(_, e)| e).unwrap();
+    let server = Endpoint::from_request(&sdomain, request)
+        .map_err(|(_, e)| e)
+        .unwrap();
     server.bind_eq(&seq).unwrap();
-    server.bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    server
+        .bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV)
+        .unwrap();
     server
         .bind_cntr(&scntr, CntrBind::SEND | CntrBind::RECV)
         .unwrap();
@@ -299,7 +326,11 @@ fn completions<T: ThreadModel>(sides: [&Side<T>; 2], want: [usize; 2]) -> [Done;
                 let _ = eq.peek(&mut EventBuf::new());
             }
         }
-        assert!(Instant::now() < deadline, "{}: completions timed out", provider());
+        assert!(
+            Instant::now() < deadline,
+            "{}: completions timed out",
+            provider()
+        );
     }
     assert_eq!([got[0].len(), got[1].len()], want, "unexpected completions");
     got
@@ -326,7 +357,11 @@ fn post<T: ThreadModel>(
                         CqRead::Empty
                     ));
                 }
-                assert!(Instant::now() < deadline, "{}: the post stayed refused", provider());
+                assert!(
+                    Instant::now() < deadline,
+                    "{}: the post stayed refused",
+                    provider()
+                );
             }
             Err((_, e)) => panic!("{}: {e}", provider()),
         }
@@ -339,7 +374,9 @@ fn send_recv_and_rma<T: ThreadModel>(model: Threading) {
     };
     // Send and receive, data checked, several times.
     for round in 0..5u8 {
-        b.ep.recv(b.pool.take().unwrap()).map_err(|(_, e)| e).unwrap();
+        b.ep.recv(b.pool.take().unwrap())
+            .map_err(|(_, e)| e)
+            .unwrap();
         let mut msg = a.pool.take().unwrap();
         let payload = [round; 100];
         msg[..100].copy_from_slice(&payload);
@@ -348,7 +385,10 @@ fn send_recv_and_rma<T: ThreadModel>(model: Threading) {
         assert!(sent[0].0.contains(CompletionFlags::SEND));
         assert!(got[0].0.contains(CompletionFlags::RECV));
         assert_eq!(got[0].1, 100);
-        assert_eq!(&got[0].2.as_ref().expect("the receive's buffer")[..100], &payload);
+        assert_eq!(
+            &got[0].2.as_ref().expect("the receive's buffer")[..100],
+            &payload
+        );
     }
     // The counters bound to both sides counted the sends and receives.
     assert_eq!(a.cntr.read().unwrap(), 5, "sender's counter");
@@ -369,7 +409,11 @@ fn send_recv_and_rma<T: ThreadModel>(model: Threading) {
     let expected = out[..256].to_vec();
     post([&a, &b], out, |m| a.ep.write(m, 256, &remote, 512, a.peer));
     let [done, _] = completions([&a, &b], [1, 0]);
-    assert!(done[0].0.contains(CompletionFlags::WRITE), "{:?}", done[0].0);
+    assert!(
+        done[0].0.contains(CompletionFlags::WRITE),
+        "{:?}",
+        done[0].0
+    );
     // Visible at the target once the write completed at the initiator
     // (delivery complete is not asked for: read until it shows).
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -433,7 +477,11 @@ fn a_buffer_dropped_on_another_thread_parks_its_pools_close_for_the_domains_thre
         }
         dropper.join().unwrap();
     });
-    assert_eq!(domain.deferred_closes(), 1, "the close was parked, not made");
+    assert_eq!(
+        domain.deferred_closes(),
+        1,
+        "the close was parked, not made"
+    );
     // Done at the domain's next opening of an object, or by hand.
     let again = BufferPool::new(&domain, 1, 64).unwrap();
     assert_eq!(domain.deferred_closes(), 0);
