@@ -50,6 +50,16 @@
 //! [`Endpoint::bind_cntr`](crate::Endpoint::bind_cntr), before
 //! [`Endpoint::enable`](crate::Endpoint::enable).
 //!
+//! # Counting at the target of RMA (`FI_RMA_EVENT`)
+//! A counter bound to an endpoint for [`CntrBind::REMOTE_WRITE`] /
+//! [`CntrBind::REMOTE_READ`] counts the RMA peers target at it (udp;ofi_rxd,
+//! shm, sockets; tcp offers `FI_RMA_EVENT` but counts only writes with CQ
+//! data, and is refused); one bound to a memory region with
+//! [`MemoryRegion::register_counted`](crate::mr::MemoryRegion::register_counted)
+//! counts the remote writes and atomics that modify the region (sockets
+//! only). Both need [`Caps::RMA_EVENT`](crate::info::Caps::RMA_EVENT) in
+//! the hints; tcp;ofi_rxm and verbs offer neither.
+//!
 //! # Providers
 //! Measured with libfabric 1.17, 1.22 and 2.1:
 //!
@@ -175,11 +185,11 @@ impl CntrAttr {
     }
 }
 
-/// A counter's shared state. Counters bound to memory regions
-/// (`fi_mr_bind` with `FI_REMOTE_WRITE`/`FI_REMOTE_READ`, for
-/// `FI_RMA_EVENT`) are not offered yet; a memory region that binds one
-/// holds an `Arc` of this, as endpoints do (`ep::Bound::cntrs`), so that
-/// [`Counter::close`] stays [`Error::InUse`] while it is bound.
+/// A counter's shared state. A memory region bound to it
+/// ([`MemoryRegion::register_counted`](crate::mr::MemoryRegion::register_counted))
+/// holds an `Arc` of this, as endpoints do (`ep::Bound::cntrs`), and after
+/// its close parks it with its memory, so that [`Counter::close`] stays
+/// [`Error::InUse`] while it may still be counted on.
 pub(crate) struct CntrInner {
     pub(crate) fid: OwnedFid<sys::fid_cntr>,
     pub(crate) domain: Arc<DomainInner>,
@@ -666,7 +676,10 @@ impl<T: ThreadModel> Counter<T> {
     /// Closes the counter now (`fi_close`).
     ///
     /// # Errors
-    /// [`Error::InUse`] while endpoints bound to it or other handles exist;
+    /// [`Error::InUse`] while endpoints or memory regions bound to it
+    /// (including the memory of a dropped region, kept until the
+    /// endpoints of its domain open at its close have closed) or other
+    /// handles exist;
     /// [`Error::Call`] when `fi_close` fails. The counter comes back with
     /// the error, still open.
     pub fn close(self) -> Handback<Self> {

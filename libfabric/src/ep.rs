@@ -1097,10 +1097,21 @@ impl<T: ThreadModel> Endpoint<T> {
     /// `fi_enable` creates (see `CqInner::lifecycle`). An error of that
     /// `fi_ep_bind` is `enable`'s.
     ///
+    /// Counting the RMA that peers target at the endpoint
+    /// ([`CntrBind::REMOTE_READ`], [`CntrBind::REMOTE_WRITE`]) needs an
+    /// endpoint with `FI_RMA_EVENT` (ask for
+    /// [`Caps::RMA_EVENT`](crate::info::Caps::RMA_EVENT) in the hints;
+    /// udp;ofi_rxd, shm and sockets offer it and count; tcp offers it but
+    /// counts only writes with remote CQ data, so it is refused there;
+    /// tcp;ofi_rxm and verbs do not offer it).
+    ///
     /// # Errors
     /// [`Error::ForeignObject`] for a counter of another domain;
     /// [`Error::State`] after `enable` or when a counter is already bound
-    /// for one of the kinds; [`Error::InvalidArgument`] for no kind.
+    /// for one of the kinds; [`Error::InvalidArgument`] for no kind;
+    /// [`Error::MissingCapability`] for `REMOTE_READ` or `REMOTE_WRITE` on
+    /// an endpoint without `FI_RMA_EVENT`; [`Error::Unsupported`] for them
+    /// on tcp (it counts only remote writes that carry CQ data).
     ///
     /// ```
     /// use libfabric::prelude::*;
@@ -1134,6 +1145,25 @@ impl<T: ThreadModel> Endpoint<T> {
                 )
                 .into(),
             ));
+        }
+        // fi_endpoint(3): counting RMA that peers target at this endpoint
+        // needs an endpoint created with FI_RMA_EVENT.
+        if flags.intersects(CntrBind::REMOTE_READ | CntrBind::REMOTE_WRITE)
+            && !self.inner.info.caps().contains(Caps::RMA_EVENT)
+        {
+            return Err(Error::MissingCapability {
+                call: "fi_ep_bind",
+                needed: Caps::RMA_EVENT,
+            });
+        }
+        if flags.intersects(CntrBind::REMOTE_READ | CntrBind::REMOTE_WRITE)
+            && !crate::quirks::counts_remote_rma_at_endpoints(self.inner.info.provider())
+        {
+            return Err(Error::Unsupported {
+                call: "fi_ep_bind",
+                reason: "tcp counts at the target only remote writes that carry CQ data: plain \
+                         writes and reads are internal transfers that no counter counts",
+            });
         }
         let mut bound = self.bind_guard("fi_ep_bind")?;
         let taken = CNTR_KINDS

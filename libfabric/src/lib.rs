@@ -112,7 +112,8 @@
 //! | `fi_cntr_read`, `fi_cntr_readerr` | [`Counter::read`], [`Counter::read_err`] |
 //! | `fi_cntr_add`, `fi_cntr_adderr`, `fi_cntr_set`, `fi_cntr_seterr` | [`Counter::add`], [`Counter::add_err`], [`Counter::set`], [`Counter::set_err`] |
 //! | `fi_cntr_wait` | [`Counter::wait`], [`tokio::AsyncCounter::wait_for`](crate::tokio::AsyncCounter::wait_for) (feature `tokio`) |
-//! | `fi_ep_bind` of a counter | [`Endpoint::bind_cntr`] |
+//! | `fi_ep_bind` of a counter | [`Endpoint::bind_cntr`] (`FI_REMOTE_READ`, `FI_REMOTE_WRITE`: counting at the target, `FI_RMA_EVENT`) |
+//! | `fi_mr_bind` of a counter, `fi_mr_enable` (`FI_MR_RMA_EVENT`) | [`MemoryRegion::register_counted`] |
 //! | `fi_mr_reg`, `fi_mr_regv`, `fi_mr_desc`, `fi_mr_key`, `fi_close` | [`MemoryRegion::register`] (a `Vec` of buffers: `fi_mr_regv`), [`MemoryRegion::desc`], [`MemoryRegion::key`], [`MemoryRegion::into_inner`], [`MemoryRegion::close`] / drop; [`BufferPool::new`], [`BufferPool::with_access`] |
 //! | `fi_mr_regattr` (`FI_HMEM_SYSTEM`) | [`MemoryRegion::register_attr`] |
 //! | `fi_write`, `fi_read`, `fi_writedata`, `fi_inject_write` | [`Endpoint::write`], [`Endpoint::read`], [`Endpoint::write_data`], [`Endpoint::inject_write`] |
@@ -120,7 +121,7 @@
 //!
 //! Not wrapped: `FI_WAIT_MUTEX_COND`'s `fi_mutex_cond` (raw pthread
 //! objects cannot be handed out safely; such queues still block in
-//! `sread`), counters bound to memory regions (`FI_RMA_EVENT`), and
+//! `sread`), and
 //! `fi_control(FI_GETOPSFLAG/FI_SETOPSFLAG)`, which concern endpoints.
 //!
 //! # Misuse

@@ -70,9 +70,11 @@
 //! # Ok::<(), libfabric::Error>(())
 //! ```
 
+use crate::cntr::{CntrInner, Counter};
 use crate::domain::{Domain, DomainInner};
-use crate::error::{Error, Result};
+use crate::error::{check, classify, Errno, Error, Result};
 use crate::fid::OwnedFid;
+use crate::info::Caps;
 use crate::threading::{ThreadModel, ThreadSafe};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
@@ -101,6 +103,19 @@ bitflags! {
         /// `FI_REMOTE_READ`: peers may read the memory with RMA.
         const REMOTE_READ = sys::FI_REMOTE_READ;
         /// `FI_REMOTE_WRITE`: peers may write the memory with RMA.
+        const REMOTE_WRITE = sys::FI_REMOTE_WRITE;
+    }
+}
+
+bitflags! {
+    /// What a counter bound to a memory region counts (`fi_mr_bind` flags
+    /// of fi_mr(3)), for [`MemoryRegion::register_counted`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct MrCntrBind: u64 {
+        /// `FI_REMOTE_WRITE`: each remote RMA write or atomic that
+        /// modifies the region. (fi_mr(3) names no other: remote reads of a
+        /// region are counted only at the endpoint, with
+        /// [`CntrBind::REMOTE_READ`](crate::CntrBind::REMOTE_READ).)
         const REMOTE_WRITE = sys::FI_REMOTE_WRITE;
     }
 }
@@ -138,7 +153,7 @@ pub(crate) unsafe fn register(
     access: MrAccess,
 ) -> Result<Registration> {
     // SAFETY: the caller's contract, for the one iovec.
-    unsafe { register_iov(domain, &[(addr, len)], access, Call::Reg) }
+    unsafe { register_iov(domain, &[(addr, len)], access, Call::Reg, None) }
 }
 
 /// Which registration call: `fi_mr_reg` (one iovec), `fi_mr_regv`, or
@@ -150,16 +165,23 @@ pub(crate) enum Call {
 }
 
 /// [`register`] of several iovecs as one region: `fi_mr_regv` (or
-/// `fi_mr_reg` for one), or `fi_mr_regattr` when `call` says so.
+/// `fi_mr_reg` for one), or `fi_mr_regattr` when `call` says so. With a
+/// counter, the MR is bound to it (`fi_mr_bind`) and, where the domain's
+/// `mr_mode` has `FI_MR_RMA_EVENT`, registered with the `FI_RMA_EVENT`
+/// flag and enabled (`fi_mr_enable`) after the bind, before its key is
+/// read: fi_mr(3)'s order.
 ///
 /// # Safety
 /// Each `(addr, len)` must be valid for reads and writes of `len` bytes
-/// until the returned MR is closed.
+/// until the returned MR is closed. A counter given must be of `domain`
+/// and stay open until the MR is closed and no RMA that passed its key
+/// check can still count (the caller parks it with the memory).
 pub(crate) unsafe fn register_iov(
     domain: &Arc<DomainInner>,
     iov: &[(*mut u8, usize)],
     access: MrAccess,
     call: Call,
+    cntr: Option<(&CntrInner, MrCntrBind)>,
 ) -> Result<Registration> {
     let info = &domain.info;
     let mr_mode = info.mr_mode();
@@ -195,11 +217,12 @@ pub(crate) unsafe fn register_iov(
                    fi_mr_raw_attr), which this crate does not wrap",
         });
     }
-    if mr_mode & sys::FI_MR_RMA_EVENT != 0 {
+    let rma_event_mode = mr_mode & sys::FI_MR_RMA_EVENT != 0;
+    if rma_event_mode && cntr.is_none() {
         return Err(Error::Unsupported {
             call: name,
-            reason: "the domain's memory registration mode has FI_MR_RMA_EVENT (regions bound to \
-                   counters and enabled), which this crate does not wrap",
+            reason: "the domain's memory registration mode has FI_MR_RMA_EVENT: only regions \
+                   bound to a counter (MemoryRegion::register_counted) are registered there",
         });
     }
     // Without FI_MR_PROV_KEY the application chooses the keys, and they
@@ -225,11 +248,14 @@ pub(crate) unsafe fn register_iov(
             iov_len: len,
         })
         .collect();
+    // fi_mr(3): under FI_MR_RMA_EVENT a region to be bound to a counter
+    // says so at its creation (created disabled, enabled after the bind).
+    let flags = if rma_event_mode { sys::FI_RMA_EVENT } else { 0 };
     let mut mr = ptr::null_mut();
     // SAFETY: fi_mr_reg(3) / fi_mr_regv / fi_mr_regattr on an open domain:
     // the caller keeps every iovec valid until the MR is closed; their
     // count is within mr_iov_limit; `access` holds only FI_* access bits;
-    // offset and flags are 0; the requested key is unique within the
+    // offset is 0 and flags FI_RMA_EVENT or 0; the requested key is unique within the
     // domain (or ignored under FI_MR_PROV_KEY); no context. The iovec
     // array and the attribute are read during the call only. The
     // attribute is zeroed first, so the members of later versions are
@@ -245,7 +271,7 @@ pub(crate) unsafe fn register_iov(
                     ..Default::default()
                 };
                 set_mr_iov(&mut attr, iovecs.as_ptr().cast());
-                sys::fi_mr_regattr(domain.fid.as_ptr(), &attr, 0, &mut mr)
+                sys::fi_mr_regattr(domain.fid.as_ptr(), &attr, flags, &mut mr)
             }
             (Call::Reg, 1) => sys::fi_mr_reg(
                 domain.fid.as_ptr(),
@@ -254,7 +280,7 @@ pub(crate) unsafe fn register_iov(
                 access.bits(),
                 0,
                 requested_key,
-                0,
+                flags,
                 &mut mr,
                 ptr::null_mut(),
             ),
@@ -265,13 +291,18 @@ pub(crate) unsafe fn register_iov(
                 access.bits(),
                 0,
                 requested_key,
-                0,
+                flags,
                 &mut mr,
                 ptr::null_mut(),
             ),
         }
     };
     let mr = OwnedFid::opened(name, ret, mr)?;
+    if let Some((cntr, events)) = cntr {
+        // Dropping `mr` on an error closes it, before anything can have
+        // reached it: its key was not given out yet.
+        bind_and_enable(&mr, cntr, events, rma_event_mode)?;
+    }
     // SAFETY: fi_mr_desc(3) on an open MR returns its local descriptor
     // (may be NULL), valid while the MR is open.
     let desc = unsafe { sys::fi_mr_desc(mr.as_ptr()) };
@@ -295,6 +326,94 @@ pub(crate) unsafe fn register_iov(
         key,
         remote_base,
     })
+}
+
+/// `fi_mr_bind` of a counter to a just-registered MR, then `fi_mr_enable`
+/// under `FI_MR_RMA_EVENT`.
+fn bind_and_enable(
+    mr: &OwnedFid<sys::fid_mr>,
+    cntr: &CntrInner,
+    events: MrCntrBind,
+    enable: bool,
+) -> Result<()> {
+    // SAFETY: fi_mr_bind(3) of an open MR and an open counter of the same
+    // domain (checked by the caller), with FI_REMOTE_WRITE only (the one
+    // counter flag fi_mr(3) names), before the MR's key is given out and
+    // before fi_mr_enable. sockets stores the counter's pointer in the MR
+    // without taking a reference (`sock_mr_bind`,
+    // `prov/sockets/src/sock_mr.c` 66-95 in 1.17 and 1.22: a different
+    // domain is -FI_EINVAL, flags other than FI_REMOTE_WRITE are
+    // ignored) and increments it from its progress thread for each remote
+    // write or atomic completed at the region (`sock_pe_report_mr_completion`,
+    // `prov/sockets/src/sock_progress.c` 315-335 in 1.22); its counter
+    // close does not see the bind (`sock_cntr_close` refuses only while
+    // endpoints hold it, `sock_cntr.c` 423-424). So the region keeps the
+    // counter's handle until its MR is closed and, as its memory, until no
+    // endpoint open at that close can still complete a write to it (see
+    // `MemoryRegion::retire`). The util providers' regions (tcp, rxm,
+    // rxd, shm; `ofi_mr_fi_ops`, `prov/util/src/util_mr_map.c` 232 in
+    // 1.17, 243 in 1.22) and verbs' (`prov/verbs/src/verbs_mr.c` 55) have
+    // `fi_no_bind`: -FI_ENOSYS, nothing kept.
+    let ret = unsafe { sys::fi_mr_bind(mr.as_ptr(), cntr.fid.fid(), events.bits()) };
+    match classify(ret) {
+        Ok(_) => {}
+        Err(Errno::NOSYS | Errno::OPNOTSUPP) => {
+            return Err(Error::Unsupported {
+                call: "fi_mr_bind",
+                reason: "the provider counts no RMA at a memory region (fi_mr_bind of a counter \
+                         is -FI_ENOSYS: libfabric's util regions of tcp, rxm, rxd and shm, and \
+                         verbs); count at the target endpoint instead (Endpoint::bind_cntr with \
+                         CntrBind::REMOTE_WRITE)",
+            })
+        }
+        Err(errno) => return Err(Error::call("fi_mr_bind", errno)),
+    }
+    if enable {
+        // SAFETY: fi_mr_enable(3) of an open MR registered with
+        // FI_RMA_EVENT under FI_MR_RMA_EVENT, after its one bind.
+        check("fi_mr_enable", unsafe { sys::fi_mr_enable(mr.as_ptr()) })?;
+    }
+    Ok(())
+}
+
+/// The checks of [`MemoryRegion::register_counted`] before registration.
+fn check_counted<T: ThreadModel>(
+    domain: &Domain<T>,
+    access: MrAccess,
+    counter: &Counter<T>,
+    events: MrCntrBind,
+) -> Result<()> {
+    if !Arc::ptr_eq(&counter.inner.domain, &domain.inner) {
+        return Err(Error::ForeignObject {
+            call: "fi_mr_bind",
+            what: "counter",
+            scope: "domain",
+        });
+    }
+    if events.is_empty() || !MrCntrBind::all().contains(events) {
+        return Err(Error::InvalidArgument(
+            format!(
+                "fi_mr_bind: counter flags {:#x}: a region's counter counts REMOTE_WRITE \
+                 (MrCntrBind) and nothing else",
+                events.bits()
+            )
+            .into(),
+        ));
+    }
+    if !access.contains(MrAccess::REMOTE_WRITE) {
+        return Err(Error::InvalidArgument(
+            "fi_mr_bind: a counter of remote writes bound to a region peers may not write \
+             (no MrAccess::REMOTE_WRITE) would never count"
+                .into(),
+        ));
+    }
+    if !domain.inner.info.caps().contains(Caps::RMA_EVENT) {
+        return Err(Error::MissingCapability {
+            call: "fi_mr_bind",
+            needed: Caps::RMA_EVENT,
+        });
+    }
+    Ok(())
 }
 
 /// Sets `fi_mr_attr::mr_iov`, a member of its own or (headers with
@@ -445,6 +564,9 @@ pub enum HmemIface {
 /// `Send` nor `Sync` (its close is a call on an object of the domain).
 pub struct MemoryRegion<M: RegionMemory, T: ThreadModel = ThreadSafe> {
     reg: Registration,
+    /// The counter bound to it (`fi_mr_bind`): kept with the memory after
+    /// the MR closes (see `retire`).
+    cntr: Option<Arc<CntrInner>>,
     /// The iovecs, in order; reached as one range of `len` bytes.
     iov: Box<[(*mut u8, usize)]>,
     len: usize,
@@ -477,7 +599,79 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
     /// fails. The memory is dropped with the error.
     #[doc(alias = "fi_mr_reg")]
     pub fn register(domain: &Domain<T>, memory: M, access: MrAccess) -> Result<Self> {
-        Self::new(domain, memory, access, Call::Reg)
+        Self::new(domain, memory, access, Call::Reg, None)
+    }
+
+    /// `fi_mr_reg` and `fi_mr_bind`: registers `memory` as
+    /// [`register`](Self::register) does, with `counter` bound to the
+    /// region for `events` before its key exists, so that the counter
+    /// counts every remote write or atomic that modifies it (fi_mr(3)).
+    /// Where the domain's `mr_mode` has `FI_MR_RMA_EVENT`, the region is
+    /// registered with the `FI_RMA_EVENT` flag and enabled
+    /// (`fi_mr_enable`) after the bind. No counter can be bound later:
+    /// once the key exists, a peer may already be writing.
+    ///
+    /// The domain must have the `FI_RMA_EVENT` capability (ask for
+    /// [`Caps::RMA_EVENT`] in the hints). Of the providers without
+    /// hardware only sockets counts at a region; the others (libfabric's
+    /// util regions: tcp, tcp;ofi_rxm, udp;ofi_rxd, shm; and verbs) count
+    /// remote writes only at the target endpoint
+    /// ([`Endpoint::bind_cntr`](crate::Endpoint::bind_cntr) with
+    /// [`CntrBind::REMOTE_WRITE`](crate::CntrBind::REMOTE_WRITE)).
+    ///
+    /// The region holds the counter: [`Counter::close`] is
+    /// [`Error::InUse`] while the region exists, and after it is dropped
+    /// for as long as its memory is kept in the domain (until the
+    /// endpoints of the domain open at its close have closed: a write
+    /// that passed the key check before may still complete and count).
+    ///
+    /// ```
+    /// use libfabric::mr::{MemoryRegion, MrAccess, MrCntrBind};
+    /// use libfabric::info::Caps;
+    /// use libfabric::{getinfo, CntrAttr, Counter, Domain, Error, Fabric, Hints};
+    /// let hints = Hints::new().provider("sockets").node("127.0.0.1")
+    ///     .caps(Caps::MSG | Caps::RMA | Caps::RMA_EVENT);
+    /// let info = getinfo(&hints)?.into_iter().next().unwrap();
+    /// let domain = Domain::open(&Fabric::open(&info)?, &info)?;
+    /// let counter = Counter::open(&domain, &CntrAttr::new())?;
+    /// let region = MemoryRegion::register_counted(
+    ///     &domain,
+    ///     vec![0u8; 4096],
+    ///     MrAccess::REMOTE_WRITE,
+    ///     &counter,
+    ///     MrCntrBind::REMOTE_WRITE,
+    /// )?;
+    /// // Send region.remote() to the peer; each write it makes counts:
+    /// // counter.wait(n, timeout) returns once n have landed.
+    /// assert_eq!(counter.read()?, 0);
+    /// // The region holds the counter.
+    /// let (counter, e) = counter.close().unwrap_err();
+    /// assert!(matches!(e, Error::InUse { .. }));
+    /// drop(region);
+    /// counter.close().map_err(|(_, e)| e)?;
+    /// # Ok::<(), libfabric::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ForeignObject`] for a counter of another domain;
+    /// [`Error::InvalidArgument`] for no event or bits [`MrCntrBind`]
+    /// does not name, or `access` without [`MrAccess::REMOTE_WRITE`]
+    /// (nothing would count); [`Error::MissingCapability`] when the
+    /// domain's info lacks `FI_RMA_EVENT`; [`Error::Unsupported`] when the
+    /// provider binds no counter to a region (`fi_mr_bind` is
+    /// `-FI_ENOSYS`); as [`register`](Self::register) otherwise, and
+    /// [`Error::Call`] when `fi_mr_bind` or `fi_mr_enable` fails. The
+    /// memory is dropped with the error.
+    #[doc(alias = "fi_mr_bind")]
+    #[doc(alias = "fi_mr_enable")]
+    pub fn register_counted(
+        domain: &Domain<T>,
+        memory: M,
+        access: MrAccess,
+        counter: &Counter<T>,
+        events: MrCntrBind,
+    ) -> Result<Self> {
+        Self::new(domain, memory, access, Call::Reg, Some((counter, events)))
     }
 
     /// `fi_mr_regattr`: [`register`](Self::register) through a
@@ -502,13 +696,22 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
                        is host memory (FI_HMEM_SYSTEM)",
             });
         }
-        Self::new(domain, memory, access, Call::RegAttr)
+        Self::new(domain, memory, access, Call::RegAttr, None)
     }
 }
 
 impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
-    fn new(domain: &Domain<T>, mut memory: M, access: MrAccess, call: Call) -> Result<Self> {
+    fn new(
+        domain: &Domain<T>,
+        mut memory: M,
+        access: MrAccess,
+        call: Call,
+        counter: Option<(&Counter<T>, MrCntrBind)>,
+    ) -> Result<Self> {
         domain.inner.run_deferred();
+        if let Some((counter, events)) = counter {
+            check_counted(domain, access, counter, events)?;
+        }
         if crate::quirks::caches_registrations(domain.inner.info.provider()) {
             return Err(Error::Unsupported {
                 call: "fi_mr_reg",
@@ -553,9 +756,18 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
         // domain::Retired). M is owned ('static), so nothing else can end
         // its life meanwhile. If registration fails, M is dropped
         // unregistered.
-        let reg = unsafe { register_iov(&domain.inner, &iov, access, call)? };
+        let reg = unsafe {
+            register_iov(
+                &domain.inner,
+                &iov,
+                access,
+                call,
+                counter.map(|(c, events)| (&*c.inner, events)),
+            )?
+        };
         Ok(MemoryRegion {
             reg,
+            cntr: counter.map(|(c, _)| c.inner.clone()),
             iov,
             len,
             access,
@@ -593,6 +805,15 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
             done += n;
             len -= n;
         }
+    }
+
+    /// The counter bound to the region
+    /// ([`register_counted`](Self::register_counted)), if any.
+    #[must_use]
+    pub fn counter(&self) -> Option<Counter<T>> {
+        self.cntr
+            .as_ref()
+            .map(|inner| Counter::from_inner(inner.clone()))
     }
 
     /// The local descriptor (`fi_mr_desc`; may be NULL).
@@ -839,6 +1060,7 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
         unsafe {
             let MemoryRegion {
                 reg,
+                cntr,
                 iov,
                 len: _,
                 access: _,
@@ -847,6 +1069,7 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
                 _model: _,
             } = &mut *this;
             drop(ptr::read(reg));
+            drop(ptr::read(cntr));
             drop(ptr::read(iov));
             drop(ptr::read(domain));
             Ok(ManuallyDrop::take(memory))
@@ -870,6 +1093,7 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
                 // and `this` never again (ManuallyDrop).
                 unsafe {
                     drop(ptr::read(&this.reg));
+                    drop(ptr::read(&this.cntr));
                     drop(ptr::read(&this.iov));
                     drop(ptr::read(&this.domain));
                 }
@@ -879,15 +1103,24 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
         }
     }
 
-    /// Closes the MR and moves the memory into the domain's retired list
-    /// (or drops it when no endpoint of the domain is open). On success
-    /// `self.memory` has been taken: the caller must not touch it again.
+    /// Closes the MR and moves the memory, with the counter bound to the
+    /// region, into the domain's retired list (or drops them when no
+    /// endpoint of the domain is open). On success `self.memory` has been
+    /// taken: the caller must not touch it again.
+    ///
+    /// The counter waits with the memory: sockets looks a completed
+    /// remote write's region up by key and increments its counter after
+    /// the lookup (`sock_pe_report_mr_completion`,
+    /// `prov/sockets/src/sock_progress.c` 315-335 in 1.22), on its
+    /// progress thread, for writes carried by the domain's open endpoints.
     fn retire(&mut self) -> Result<()> {
         let mut retired = self.domain.retired();
         self.reg.mr.close()?;
+        let cntr = self.cntr.take();
         // SAFETY: taken once: the callers (close, Drop) never use
         // `self.memory` after a successful retire.
-        let memory: Box<dyn Send> = Box::new(unsafe { ManuallyDrop::take(&mut self.memory) });
+        let memory: Box<dyn Send> =
+            Box::new((unsafe { ManuallyDrop::take(&mut self.memory) }, cntr));
         let now = retired.park(memory);
         drop(retired);
         // No endpoint was open: nothing reaches the memory.
@@ -900,8 +1133,11 @@ impl<M: RegionMemory, T: ThreadModel> Drop for MemoryRegion<M, T> {
     fn drop(&mut self) {
         // On failure the MR is still registered: peers may still reach the
         // memory, which is leaked rather than freed (it is owned, so
-        // nothing else frees it).
-        let _ = self.retire();
+        // nothing else frees it), and may still count on the counter bound
+        // to it, which is leaked too (kept open).
+        if self.retire().is_err() {
+            std::mem::forget(self.cntr.take());
+        }
     }
 }
 

@@ -127,3 +127,16 @@ pub(crate) fn atomics_unverified(provider: &str) -> bool {
 pub(crate) fn limits_fd_waits_per_domain(provider: &str) -> bool {
     provider == "tcp"
 }
+
+/// Whether a counter bound to the provider's endpoint for
+/// `FI_REMOTE_WRITE` / `FI_REMOTE_READ` counts the RMA peers target at it.
+/// tcp (and 1.17's net) offers `FI_RMA_EVENT` but marks a remote write
+/// without remote CQ data, and every read response, as an internal
+/// transfer, which no counter counts (`tcpx_op_write`,
+/// `prov/tcp/src/tcpx_progress.c` 584-592, `tcpx_cntr_inc`,
+/// `tcpx_cq.c` 342-350 in 1.17; `xnet_cq.c` 133-137 in 1.22; measured:
+/// five plain writes left the counter at 0). rxd, shm and sockets count
+/// both (measured).
+pub(crate) fn counts_remote_rma_at_endpoints(provider: &str) -> bool {
+    !matches!(provider, "tcp" | "net")
+}
