@@ -560,7 +560,7 @@ pub enum HmemIface {
 /// a write with remote CQ data, once that completion was read here).
 ///
 /// `T` is the threading model of its domain (see
-/// [`Domain`](crate::Domain)): a region of a serialized domain is neither
+/// [`Domain`]): a region of a serialized domain is neither
 /// `Send` nor `Sync` (its close is a call on an object of the domain).
 pub struct MemoryRegion<M: RegionMemory, T: ThreadModel = ThreadSafe> {
     reg: Registration,

@@ -86,7 +86,7 @@ impl<F: Format, T: ThreadModel> Pollable for CompletionQueue<F, T> {
 /// or [`Waiter`](crate::wait::Waiter) over their wait fds.
 ///
 /// `T` is the threading model of its domain (see
-/// [`Domain`](crate::Domain)); its members are of the same domain.
+/// [`Domain`]); its members are of the same domain.
 #[cfg_attr(
     libfabric_2,
     deprecated(note = "libfabric 2.x deprecates poll sets: read the queues, or use Waiter")

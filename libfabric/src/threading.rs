@@ -29,11 +29,18 @@
 //!   parked in the domain and done on the domain's thread, at its next
 //!   opening of an object, close of an endpoint, [`Domain::run_deferred`]
 //!   or when the domain itself closes (see [`Domain::deferred_closes`]);
-//! - an [`EventQueue`](crate::EventQueue) is a fabric-level object and
-//!   stays thread safe; an endpoint of a serialized domain bound to one is
-//!   told of its connection events on its own thread, and
-//!   [`EventQueue::resolve`](crate::EventQueue::resolve) does not hand it
-//!   out on another;
+//! - an [`EventQueue`](crate::EventQueue) is a fabric-level object, which
+//!   fi_domain(3) keeps thread safe whatever the model; an endpoint of a
+//!   serialized domain bound to one is told of its connection events on its
+//!   own thread, and [`EventQueue::resolve`](crate::EventQueue::resolve)
+//!   does not hand it out on another. Reading an event queue runs the
+//!   provider's connection progress of the domains bound to it (tcp:
+//!   `xnet_eq_read` runs `xnet_progress_all`, `prov/tcp/src/xnet_eq.c` 80,
+//!   `xnet_progress.c` 1573-1589 in 1.22), under the domain's progress lock,
+//!   which tcp keeps a real mutex whatever the model ("we always need to
+//!   enable an active lock, independent from the threading model",
+//!   `xnet_progress.c` 1783-1800; its progress thread runs concurrently
+//!   with the application in any model);
 //! - wait sets ([`WaitSet`](crate::wait::WaitSet)) and
 //!   [`Waiter`](crate::wait::Waiter) may run on any thread, so queues and
 //!   counters of a serialized domain cannot join them
