@@ -40,7 +40,9 @@
 //!   which tcp keeps a real mutex whatever the model ("we always need to
 //!   enable an active lock, independent from the threading model",
 //!   `xnet_progress.c` 1783-1800; its progress thread runs concurrently
-//!   with the application in any model);
+//!   with the application in any model); verbs handles connection events
+//!   under its endpoints' lock (`prov/verbs/src/verbs_eq.c` 953), a mutex
+//!   whatever the model (`verbs_cq.c` 615);
 //! - wait sets ([`WaitSet`](crate::wait::WaitSet)) and
 //!   [`Waiter`](crate::wait::Waiter) may run on any thread, so queues and
 //!   counters of a serialized domain cannot join them
