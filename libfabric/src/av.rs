@@ -178,6 +178,10 @@ impl AvInner {
 }
 
 /// An open address vector (`FI_AV_TABLE`) of a fixed capacity.
+///
+/// `T` is the threading model of its domain (see [`Domain`]):
+/// the objects bound to it are of the same model, and under the serialized
+/// models it is neither `Send` nor `Sync`.
 pub struct AddressVector<T: ThreadModel = ThreadSafe> {
     pub(crate) inner: Arc<AvInner>,
     _model: std::marker::PhantomData<T>,

@@ -260,6 +260,10 @@ impl ProgressMember for CntrInner {
 ///
 /// See the [module docs](self) for an example and what each provider
 /// offers.
+///
+/// `T` is the threading model of its domain (see [`Domain`]):
+/// the objects bound to it are of the same model, and under the serialized
+/// models it is neither `Send` nor `Sync`.
 pub struct Counter<T: ThreadModel = ThreadSafe> {
     pub(crate) inner: Arc<CntrInner>,
     _model: std::marker::PhantomData<T>,

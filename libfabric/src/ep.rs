@@ -541,6 +541,10 @@ fn poison_waits(cqs: &[Option<(Arc<CqInner>, CqBind)>; 2], cntrs: &[(Arc<CntrInn
 /// back with the error (a [`Handback`]): nothing is lost.
 /// [`Error::is_again`] means the queue is full: read completions and post
 /// the buffer again.
+///
+/// `T` is the threading model of its domain (see [`Domain`]):
+/// the objects bound to it are of the same model, and under the serialized
+/// models it is neither `Send` nor `Sync`.
 pub struct Endpoint<T: ThreadModel = ThreadSafe> {
     pub(crate) inner: Arc<EpInner>,
     _model: std::marker::PhantomData<T>,
