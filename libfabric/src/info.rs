@@ -448,6 +448,9 @@ impl Hints {
         if let Some(service) = &self.service {
             parts.push(format!("service {service}"));
         }
+        if self.threading != Threading::Safe {
+            parts.push(format!("threading {:?}", self.threading));
+        }
         parts.join(", ")
     }
 }
