@@ -905,6 +905,11 @@ impl<T: ThreadModel> Endpoint<T> {
     /// connection is not shut down.
     #[inline(always)]
     fn ready(&self, call: &'static str, need: u32) -> Result<()> {
+        if !T::LOCKED {
+            // A shutdown the event queue recorded must stop this post: the
+            // record is looked at first (one load) on serialized endpoints.
+            self.take_in_events();
+        }
         let state = self.inner.state.load(Ordering::Acquire);
         if state & (need | DISCONNECTED) != need {
             return self.ready_after_events(call, need);
@@ -927,12 +932,13 @@ impl<T: ThreadModel> Endpoint<T> {
 
     /// Takes in the connection events recorded for a serialized endpoint
     /// (see `EpInner::conn_events`); nothing for a thread-safe one.
+    #[inline(always)]
     fn take_in_events(&self) {
         if let Some(events) = &self.inner.conn_events {
             // The queue records CONNECTED only while CONNECTING is set in
             // the record, as `connection_event` does in the state.
             let seen = events.load(Ordering::Acquire) & (CONNECTED | DISCONNECTED);
-            if seen != 0 {
+            if seen & !self.inner.state.load(Ordering::Acquire) != 0 {
                 self.inner.state.fetch_or(seen, Ordering::AcqRel);
             }
         }

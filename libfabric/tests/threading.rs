@@ -522,3 +522,51 @@ fn serialized_objects_are_refused_where_any_thread_could_use_them() {
         let _ = libfabric::wait::trywait(&fabric, &[&cq]).unwrap();
     }
 }
+
+#[test]
+fn connection_events_reach_a_serialized_endpoint_on_its_own_thread() {
+    // The event queue records a serialized endpoint's FI_CONNECTED and
+    // FI_SHUTDOWN in a cell of its own (it holds no endpoint, which it
+    // could otherwise drop, and close, on another thread); the endpoint
+    // takes them in when a post finds it not ready.
+    if !msg_capable() {
+        skip("no FI_EP_MSG endpoints (connection events)");
+        return;
+    }
+    let Some((a, b, _fabric)) = serialized_pair::<ThreadDomain>(Threading::Domain) else {
+        return;
+    };
+    // Connected (taken in at the first post).
+    b.ep.recv(b.pool.take().unwrap())
+        .map_err(|(_, e)| e)
+        .unwrap();
+    post([&a, &b], a.pool.take().unwrap(), |m| {
+        a.ep.send_to(m, 8, a.peer)
+    });
+    let [sent, got] = completions([&a, &b], [1, 1]);
+    assert!(sent[0].0.contains(CompletionFlags::SEND));
+    assert!(got[0].0.contains(CompletionFlags::RECV));
+    // The peer shuts the connection down: once its FI_SHUTDOWN is read
+    // from a's queue, a's sends are refused.
+    b.ep.shutdown().unwrap();
+    let eq = a.eq.as_ref().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = EventBuf::new();
+    loop {
+        match eq.read(&mut buf).unwrap() {
+            EqRead::Event(Event::Shutdown(s)) => {
+                assert_eq!(s.fid, a.ep.fid());
+                break;
+            }
+            EqRead::Empty | EqRead::TimedOut => {}
+            other => println!("{}: also read {other:?}", provider()),
+        }
+        let _ = b.eq.as_ref().unwrap().peek(&mut EventBuf::new());
+        let _ = a.cq.read(&mut <[DataEntry; 1]>::default());
+        assert!(Instant::now() < deadline, "no FI_SHUTDOWN");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (back, e) = a.ep.send_to(a.pool.take().unwrap(), 8, a.peer).unwrap_err();
+    assert!(matches!(e, Error::State { .. }), "{e:?}");
+    drop(back);
+}
