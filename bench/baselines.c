@@ -427,3 +427,263 @@ int64_t bl_wake_poll(struct fid_fabric *fabric, struct fid_eq *eq, struct fid_eq
 	}
 	return bl_join_writer(&w, thread, ret);
 }
+
+/* ---- RMA: a loopback pair of RDM endpoints, opened in C ----
+ *
+ * Side a writes into (or reads from) a region of side b. Each side has its
+ * own domain, address vector and completion queue (FI_CQ_FORMAT_DATA,
+ * FI_WAIT_NONE, bound for transmits and receives), as the Rust side's two
+ * `Rdm` endpoints have. a's buffer and b's receive buffer are registered
+ * for local access and their descriptors passed with every post; b's region
+ * for remote read and write.
+ */
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BL_RMA_CQ_SIZE 128
+/* Requested keys (domains without FI_MR_PROV_KEY): any unique value. */
+#define BL_RMA_KEY_BUF 0xb0
+#define BL_RMA_KEY_RX 0xb1
+#define BL_RMA_KEY_REGION 0xb2
+
+struct bl_rma_side {
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	fi_addr_t peer;
+};
+
+struct bl_rma {
+	struct fid_fabric *fabric;
+	struct bl_rma_side a, b;
+	size_t size;
+	char *buf, *rx, *region;
+	struct fid_mr *buf_mr, *rx_mr, *region_mr;
+	void *buf_desc, *rx_desc;
+	uint64_t remote_addr, key, data_mask;
+	struct fi_context buf_ctx, rx_ctx;
+};
+
+static int bl_rma_side_open(struct bl_rma *r, struct fi_info *info, struct bl_rma_side *s)
+{
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = 1 };
+	struct fi_cq_attr cq_attr = {
+		.size = BL_RMA_CQ_SIZE,
+		.format = FI_CQ_FORMAT_DATA,
+		.wait_obj = FI_WAIT_NONE,
+	};
+	int ret;
+
+	ret = fi_domain(r->fabric, info, &s->domain, NULL);
+	if (!ret)
+		ret = fi_av_open(s->domain, &av_attr, &s->av, NULL);
+	if (!ret)
+		ret = fi_cq_open(s->domain, &cq_attr, &s->cq, NULL);
+	if (!ret)
+		ret = fi_endpoint(s->domain, info, &s->ep, NULL);
+	if (!ret)
+		ret = fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (!ret)
+		ret = fi_ep_bind(s->ep, &s->av->fid, 0);
+	if (!ret)
+		ret = fi_enable(s->ep);
+	return ret;
+}
+
+static int bl_rma_reg(struct bl_rma *r, struct fi_info *info, struct fid_domain *domain,
+		      char *mem, uint64_t access, uint64_t key, struct fid_mr **mr)
+{
+	if (info->domain_attr->mr_mode & FI_MR_PROV_KEY)
+		key = 0;
+	return fi_mr_reg(domain, mem, r->size, access, 0, key, 0, mr, NULL);
+}
+
+static int bl_rma_insert(struct bl_rma_side *from, struct bl_rma_side *to)
+{
+	char name[256];
+	size_t len = sizeof(name);
+	int ret;
+
+	ret = fi_getname(&to->ep->fid, name, &len);
+	if (ret)
+		return ret;
+	ret = fi_av_insert(from->av, name, 1, &from->peer, 0, NULL);
+	return ret == 1 ? 0 : (ret < 0 ? ret : -FI_EOTHER);
+}
+
+void bl_rma_close(struct bl_rma *r)
+{
+	struct fid *fids[] = {
+		r->a.ep ? &r->a.ep->fid : NULL,      r->b.ep ? &r->b.ep->fid : NULL,
+		r->buf_mr ? &r->buf_mr->fid : NULL,  r->rx_mr ? &r->rx_mr->fid : NULL,
+		r->region_mr ? &r->region_mr->fid : NULL,
+		r->a.cq ? &r->a.cq->fid : NULL,      r->b.cq ? &r->b.cq->fid : NULL,
+		r->a.av ? &r->a.av->fid : NULL,      r->b.av ? &r->b.av->fid : NULL,
+		r->a.domain ? &r->a.domain->fid : NULL, r->b.domain ? &r->b.domain->fid : NULL,
+		r->fabric ? &r->fabric->fid : NULL,
+	};
+
+	for (size_t i = 0; i < sizeof(fids) / sizeof(fids[0]); i++)
+		if (fids[i])
+			fi_close(fids[i]);
+	free(r->buf);
+	free(r->rx);
+	free(r->region);
+	free(r);
+}
+
+/* Reads one completion of `cq` into `entry`: 1, 0 for none, or a negative
+ * fi_errno (an error completion: -its err). */
+static int bl_rma_poll(struct fid_cq *cq, struct fi_cq_data_entry *entry)
+{
+	struct fi_cq_err_entry err = { 0 };
+	ssize_t ret = fi_cq_read(cq, entry, 1);
+
+	if (ret == 1)
+		return 1;
+	if (ret == -FI_EAGAIN)
+		return 0;
+	if (ret == -FI_EAVAIL && fi_cq_readerr(cq, &err, 0) == 1)
+		return err.err ? -err.err : -FI_EOTHER;
+	return ret < 0 ? (int)ret : -FI_EOTHER;
+}
+
+/* One RMA of `op` (0 write, 1 read, 2 writedata with data `data`) from a
+ * into b's region, retried while the provider says -FI_EAGAIN (reading
+ * both queues meanwhile), then its completion at a, reading b's queue while
+ * there is none; for writedata also b's remote CQ data completion, whose
+ * data must be `data` (and whose receive, if it consumed one, is posted
+ * again). */
+static int64_t bl_rma_one(struct bl_rma *r, int op, uint64_t data)
+{
+	struct fi_cq_data_entry entry;
+	int a_done = 0, b_done = op != 2;
+	ssize_t ret;
+	int got;
+
+	for (;;) {
+		switch (op) {
+		case 0:
+			ret = fi_write(r->a.ep, r->buf, r->size, r->buf_desc, r->a.peer,
+				       r->remote_addr, r->key, &r->buf_ctx);
+			break;
+		case 1:
+			ret = fi_read(r->a.ep, r->buf, r->size, r->buf_desc, r->a.peer,
+				      r->remote_addr, r->key, &r->buf_ctx);
+			break;
+		default:
+			ret = fi_writedata(r->a.ep, r->buf, r->size, r->buf_desc, data, r->a.peer,
+					   r->remote_addr, r->key, &r->buf_ctx);
+			break;
+		}
+		if (ret != -FI_EAGAIN)
+			break;
+		if (bl_rma_poll(r->a.cq, &entry) != 0 || bl_rma_poll(r->b.cq, &entry) < 0)
+			return -FI_EOTHER;
+	}
+	if (ret)
+		return ret;
+	while (!a_done || !b_done) {
+		got = a_done ? 0 : bl_rma_poll(r->a.cq, &entry);
+		if (got < 0)
+			return got;
+		if (got) {
+			if (entry.op_context != &r->buf_ctx)
+				return -FI_EOTHER;
+			a_done = 1;
+			continue;
+		}
+		got = bl_rma_poll(r->b.cq, &entry);
+		if (got < 0)
+			return got;
+		if (got) {
+			if (b_done || !(entry.flags & FI_REMOTE_CQ_DATA) || entry.data != data)
+				return -FI_EOTHER;
+			if (entry.op_context == &r->rx_ctx) {
+				ret = fi_recv(r->b.ep, r->rx, r->size, r->rx_desc, FI_ADDR_UNSPEC,
+					      &r->rx_ctx);
+				if (ret)
+					return ret;
+			}
+			b_done = 1;
+		}
+	}
+	return 0;
+}
+
+/* Opens the pair for `info` (an RDM fi_info with FI_RMA) with transfers of
+ * `size` bytes and makes one write, so that a connection the provider makes
+ * on first use is made. NULL on failure, with the fi_errno in *err. */
+struct bl_rma *bl_rma_open(const struct fi_info *cinfo, size_t size, int *err)
+{
+	struct fi_info *info = fi_dupinfo(cinfo);
+	struct bl_rma *r = calloc(1, sizeof(*r));
+	size_t data_bytes;
+	int ret = -FI_ENOMEM;
+
+	if (!info || !r)
+		goto out;
+	r->size = size;
+	r->buf = calloc(1, size);
+	r->rx = calloc(1, size);
+	r->region = calloc(1, size);
+	if (!r->buf || !r->rx || !r->region)
+		goto out;
+	ret = fi_fabric(info->fabric_attr, &r->fabric, NULL);
+	if (!ret)
+		ret = bl_rma_side_open(r, info, &r->a);
+	if (!ret)
+		ret = bl_rma_side_open(r, info, &r->b);
+	if (!ret)
+		ret = bl_rma_insert(&r->a, &r->b);
+	if (!ret)
+		ret = bl_rma_insert(&r->b, &r->a);
+	if (!ret)
+		ret = bl_rma_reg(r, info, r->a.domain, r->buf, FI_READ | FI_WRITE | FI_SEND | FI_RECV,
+				 BL_RMA_KEY_BUF, &r->buf_mr);
+	if (!ret)
+		ret = bl_rma_reg(r, info, r->b.domain, r->rx, FI_READ | FI_WRITE | FI_SEND | FI_RECV,
+				 BL_RMA_KEY_RX, &r->rx_mr);
+	if (!ret)
+		ret = bl_rma_reg(r, info, r->b.domain, r->region, FI_REMOTE_READ | FI_REMOTE_WRITE,
+				 BL_RMA_KEY_REGION, &r->region_mr);
+	if (ret)
+		goto out;
+	r->buf_desc = fi_mr_desc(r->buf_mr);
+	r->rx_desc = fi_mr_desc(r->rx_mr);
+	r->key = fi_mr_key(r->region_mr);
+	r->remote_addr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+				 (uint64_t)(uintptr_t)r->region : 0;
+	data_bytes = info->domain_attr->cq_data_size;
+	r->data_mask = data_bytes >= 8 ? UINT64_MAX : (UINT64_C(1) << (data_bytes * 8)) - 1;
+	ret = fi_recv(r->b.ep, r->rx, r->size, r->rx_desc, FI_ADDR_UNSPEC, &r->rx_ctx);
+	if (!ret)
+		ret = (int)bl_rma_one(r, 0, 0);
+out:
+	fi_freeinfo(info);
+	if (ret && r) {
+		bl_rma_close(r);
+		r = NULL;
+	}
+	*err = ret;
+	return r;
+}
+
+/* `iters` RMAs of `op` (0 write, 1 read, 2 writedata with the iteration's
+ * number as data), each waited for: the CPU time, or a negative fi_errno. */
+int64_t bl_rma_loop(struct bl_rma *r, int op, uint64_t iters)
+{
+	int64_t start = cpu_ns();
+	int64_t ret;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		ret = bl_rma_one(r, op, i & r->data_mask);
+		if (ret)
+			return ret < 0 ? ret : -FI_EOTHER;
+	}
+	return cpu_ns() - start;
+}

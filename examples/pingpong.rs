@@ -19,14 +19,18 @@ mod cli;
 mod control;
 #[path = "pingpong/report.rs"]
 mod report;
+#[path = "pingpong/rma.rs"]
+mod rma;
 #[path = "pingpong/setup.rs"]
 mod setup;
 #[path = "pingpong/transfer.rs"]
 mod transfer;
 
-use cli::{EpKind, Options, Parsed, Role};
-use control::{Control, Kind, FLAG_VERIFY};
+use cli::{EpKind, Op, Options, Parsed, Role};
+use control::{Control, Kind, FLAG_VERIFY, OP_MASK, OP_SHIFT};
+use libfabric::cq::{Context, Data, Format};
 use report::{EventLog, Row};
+use setup::Link;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread;
@@ -79,8 +83,12 @@ fn banner(opts: &Options, control: &str) -> String {
         EpKind::Msg => "MSG",
         EpKind::Rdm => "RDM",
     };
+    let op = match opts.op {
+        Op::Msg => String::new(),
+        op => format!("RMA {op}, "),
+    };
     format!(
-        "pingpong: provider {}, {ep} endpoints, completions: {}, control connection {control}\n",
+        "pingpong: provider {}, {ep} endpoints, {op}completions: {}, control connection {control}\n",
         opts.provider_name(),
         opts.mode
     )
@@ -88,6 +96,56 @@ fn banner(opts: &Options, control: &str) -> String {
 
 fn output(banner: String, log: &EventLog, rows: &[Row]) -> String {
     format!("{banner}{}\n{}", log.render(), report::table(rows))
+}
+
+/// What runs over a link whose queues have completion format `Self`:
+/// send/recv over [`Context`] queues, RMA over [`Data`] ones (whose
+/// entries carry the remote CQ data).
+trait Run: Format + Sized {
+    fn server(
+        link: &mut Link<Self>,
+        ctrl: &mut Control,
+        opts: &Options,
+        flags: u64,
+        progress: bool,
+    ) -> Res<Vec<Row>>;
+    fn client(link: &mut Link<Self>, ctrl: &mut Control, opts: &Options) -> Res<Vec<Row>>;
+}
+
+impl Run for Context {
+    fn server(
+        link: &mut Link<Self>,
+        ctrl: &mut Control,
+        opts: &Options,
+        flags: u64,
+        progress: bool,
+    ) -> Res<Vec<Row>> {
+        let tx = link.tx.take().ok_or("no transmit buffer")?;
+        transfer::server(link, tx, ctrl, opts.mode, flags, progress)
+    }
+
+    fn client(link: &mut Link<Self>, ctrl: &mut Control, opts: &Options) -> Res<Vec<Row>> {
+        let tx = link.tx.take().ok_or("no transmit buffer")?;
+        transfer::client(link, tx, ctrl, opts)
+    }
+}
+
+impl Run for Data {
+    fn server(
+        link: &mut Link<Self>,
+        ctrl: &mut Control,
+        opts: &Options,
+        flags: u64,
+        progress: bool,
+    ) -> Res<Vec<Row>> {
+        let tx = link.tx.take().ok_or("no transmit buffer")?;
+        rma::server(link, tx, ctrl, opts.op, flags, progress)
+    }
+
+    fn client(link: &mut Link<Self>, ctrl: &mut Control, opts: &Options) -> Res<Vec<Row>> {
+        let tx = link.tx.take().ok_or("no transmit buffer")?;
+        rma::client(link, tx, ctrl, opts)
+    }
 }
 
 /// The server's whole run: opens the fabric endpoint, waits for a client
@@ -100,7 +158,21 @@ fn serve(
     log: &Arc<EventLog>,
     progress: bool,
 ) -> Res<Vec<Row>> {
-    let (listener, address) = setup::listen(opts, node, log)?;
+    if opts.op.is_rma() {
+        serve_as::<Data>(control, opts, node, log, progress)
+    } else {
+        serve_as::<Context>(control, opts, node, log, progress)
+    }
+}
+
+fn serve_as<F: Run>(
+    control: &TcpListener,
+    opts: &Options,
+    node: Option<&str>,
+    log: &Arc<EventLog>,
+    progress: bool,
+) -> Res<Vec<Row>> {
+    let (listener, address) = setup::listen::<F>(opts, node, log)?;
     if progress {
         eprintln!(
             "pingpong: waiting for a client on port {}",
@@ -110,9 +182,17 @@ fn serve(
     let mut ctrl = Control::accept(control)?;
     ctrl.send(Kind::Address, address.port.into(), 0, &address.name)?;
     let hello = ctrl.expect(Kind::Hello)?;
+    let theirs = (hello.b & OP_MASK) >> OP_SHIFT;
+    if theirs != opts.op.code() {
+        let name = Op::from_code(theirs).map_or("an unknown op".to_string(), |op| op.to_string());
+        return Err(format!(
+            "the client runs {name}, this server {}: give both sides the same -o",
+            opts.op
+        )
+        .into());
+    }
     let mut link = setup::accept(listener, opts, &hello)?;
-    let tx = link.tx.take().ok_or("no transmit buffer")?;
-    let rows = transfer::server(&link, tx, &mut ctrl, opts.mode, hello.b, progress)?;
+    let rows = F::server(&mut link, &mut ctrl, opts, hello.b, progress)?;
     setup::shutdown(&link, false)?;
     Ok(rows)
 }
@@ -120,19 +200,27 @@ fn serve(
 /// The client's whole run: control connection, endpoint, `Hello`,
 /// connection, the sizes.
 fn client(opts: &Options, host: &str, port: u16, log: &Arc<EventLog>) -> Res<Vec<Row>> {
+    if opts.op.is_rma() {
+        client_as::<Data>(opts, host, port, log)
+    } else {
+        client_as::<Context>(opts, host, port, log)
+    }
+}
+
+fn client_as<F: Run>(opts: &Options, host: &str, port: u16, log: &Arc<EventLog>) -> Res<Vec<Row>> {
     let mut ctrl = Control::connect(host, port)?;
     let address = ctrl.expect(Kind::Address)?;
-    let mut link = setup::open(opts, host, &address, log)?;
+    let mut link = setup::open::<F>(opts, host, &address, log)?;
     // An RDM server learns where the client is from the Hello.
     let name = match &link.av {
         Some(_) => link.ep.name()?,
         None => Vec::new(),
     };
-    let flags = if opts.verify { FLAG_VERIFY } else { 0 };
+    let verify = if opts.verify { FLAG_VERIFY } else { 0 };
+    let flags = verify | opts.op.code() << OP_SHIFT;
     ctrl.send(Kind::Hello, opts.max_size() as u64, flags, &name)?;
     setup::connect(&mut link)?;
-    let tx = link.tx.take().ok_or("no transmit buffer")?;
-    let rows = transfer::client(&link, tx, &mut ctrl, opts)?;
+    let rows = F::client(&mut link, &mut ctrl, opts)?;
     setup::shutdown(&link, true)?;
     Ok(rows)
 }

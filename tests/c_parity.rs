@@ -124,7 +124,8 @@ fn an_event_reads_the_same_whichever_side_wrote_it() {
 #[test]
 fn every_benchmark_case_does_its_work_in_c_and_in_rust() {
     let q = queues();
-    for case in CASES {
+    // The RMA cases run on RDM endpoints: rma_cases_do_their_work_on_rdm_providers.
+    for case in CASES.iter().filter(|c| !c.rma) {
         let iters = match case.kind {
             Kind::PerCall => 2 * micro::QUEUED_BATCH + 7,
             Kind::WakeUp => 20,
@@ -155,4 +156,33 @@ fn every_benchmark_case_does_its_work_in_c_and_in_rust() {
             assert_empty(&q);
         }
     }
+}
+
+/// The RMA cases, C and Rust, on the RDM providers the benchmark runs them
+/// on: each RMA completes (and, for writedata, its remote CQ data arrives
+/// with the iteration's number), and the tcp queues give a clear error.
+#[test]
+fn rma_cases_do_their_work_on_rdm_providers() {
+    for provider in ["tcp;ofi_rxm", "udp;ofi_rxd"] {
+        let q = Queues::open(provider, "127.0.0.1").expect("the provider on 127.0.0.1");
+        if let Err(e) = &q.rma {
+            panic!("{provider}: no RMA pair: {e}");
+        }
+        for case in CASES.iter().filter(|c| c.rma) {
+            for (side, run) in [("C", case.c), ("Rust", case.rust)] {
+                let samples = run(&q, 300, micro::CQ_BATCH)
+                    .unwrap_or_else(|e| panic!("{provider}: {}, {side}: {e}", case.name));
+                assert_eq!(samples.len(), 1, "{}, {side}", case.name);
+                assert!(
+                    samples[0].is_finite() && samples[0] > 0.0 && samples[0] < 5e9,
+                    "{provider}: {}, {side}: {samples:?} ns",
+                    case.name
+                );
+            }
+        }
+    }
+    let q = queues();
+    let rma = CASES.iter().find(|c| c.rma).expect("an RMA case");
+    let e = (rma.rust)(&q, 1, 1).expect_err("no RMA pair on tcp's MSG queues");
+    assert!(e.contains("RDM"), "{e}");
 }

@@ -22,6 +22,16 @@ Options:
                   and an address vector
   -S <sizes>      message sizes: a comma-separated list, or 'all' (64,4096,65536)
   -I <number>     iterations per size (1000; 100 from 1 MiB up)
+  -o <op>         RMA instead of send/recv: write|read|writedata (the option
+                  name of fabtests' rma_pingpong). Each side registers a
+                  region of the largest size; the two exchange them over the
+                  control connection. write: each side writes the other's
+                  region, which notices the last byte change to the
+                  iteration's sequence number (fabtests' way); writedata:
+                  as write, noticed by the remote CQ data completion, which
+                  carries the sequence number; read: the client reads the
+                  server's region (one round trip per read). The server
+                  needs the same -o. Sizes of 0 bytes are left out. Spin only.
   -c <mode>       how completions are waited for (spin):
                     spin   busy-poll fi_cq_read, as fi_pingpong does
                     sread  block in fi_cq_sread
@@ -62,6 +72,54 @@ impl fmt::Display for Mode {
     }
 }
 
+/// What moves the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `fi_send` / `fi_recv` (fi_pingpong).
+    Msg,
+    /// `fi_write` into the peer's region, noticed by its last byte.
+    Write,
+    /// `fi_read` of the server's region by the client.
+    Read,
+    /// `fi_writedata`, noticed by the remote CQ data completion.
+    WriteData,
+}
+
+impl Op {
+    /// Whether the op is an RMA one.
+    pub fn is_rma(self) -> bool {
+        self != Op::Msg
+    }
+
+    /// The op of a number from [`code`](Self::code).
+    pub fn from_code(code: u64) -> Option<Self> {
+        [Op::Msg, Op::Write, Op::Read, Op::WriteData]
+            .into_iter()
+            .find(|op| op.code() == code)
+    }
+
+    /// The op's number in the client's `Hello` flags.
+    pub fn code(self) -> u64 {
+        match self {
+            Op::Msg => 0,
+            Op::Write => 1,
+            Op::Read => 2,
+            Op::WriteData => 3,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::Msg => "send/recv",
+            Op::Write => "write",
+            Op::Read => "read",
+            Op::WriteData => "writedata",
+        })
+    }
+}
+
 /// Which sides run in this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
@@ -81,6 +139,7 @@ pub struct Options {
     pub sizes: Vec<usize>,
     pub iterations: Option<usize>,
     pub mode: Mode,
+    pub op: Op,
     pub role: Role,
     pub port: Option<u16>,
     pub verify: bool,
@@ -94,6 +153,7 @@ impl Default for Options {
             sizes: DEFAULT_SIZES.to_vec(),
             iterations: None,
             mode: Mode::Spin,
+            op: Op::Msg,
             role: Role::Both,
             port: None,
             verify: false,
@@ -172,6 +232,7 @@ fn sizes(value: &str) -> Result<Vec<usize>, String> {
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     let mut opts = Options::default();
     let mut server_only = false;
+    let mut all = false;
     let mut host = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -188,7 +249,23 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                     }
                 }
             }
-            "-S" => opts.sizes = sizes(&value("-S")?)?,
+            "-S" => {
+                let v = value("-S")?;
+                all = v.eq_ignore_ascii_case("all");
+                opts.sizes = sizes(&v)?;
+            }
+            "-o" => {
+                opts.op = match value("-o")?.to_ascii_lowercase().as_str() {
+                    "write" => Op::Write,
+                    "read" => Op::Read,
+                    "writedata" => Op::WriteData,
+                    other => {
+                        return Err(format!(
+                            "-o: unknown RMA op {other:?} (write, read or writedata)"
+                        ))
+                    }
+                }
+            }
             "-I" => {
                 let n: usize = number("-I", &value("-I")?)?;
                 if n == 0 {
@@ -219,6 +296,22 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     }
     if opts.provider.is_empty() {
         return Err("-p: empty provider name".into());
+    }
+    if opts.op.is_rma() {
+        if all {
+            opts.sizes.retain(|&s| s > 0);
+        } else if opts.sizes.contains(&0) {
+            return Err(format!(
+                "-o {}: RMA transfers need at least 1 byte (-S 0)",
+                opts.op
+            ));
+        }
+        if opts.mode != Mode::Spin {
+            return Err(format!(
+                "-o {}: RMA runs busy-poll (-c spin): a write is noticed by polling memory",
+                opts.op
+            ));
+        }
     }
     if opts.sizes.is_empty() {
         return Err("-S: no sizes".into());

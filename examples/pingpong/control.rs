@@ -29,12 +29,15 @@ pub enum Kind {
     /// Client to server: no more sizes.
     Done,
     DoneAck,
+    /// RMA runs, both ways after the connection: the bytes are the
+    /// sender's region (`RemoteRegion::to_bytes`), empty for none.
+    Region,
 }
 
 impl Kind {
     fn from_raw(raw: u32) -> Option<Self> {
         use Kind::*;
-        [Address, Hello, Sync, SyncAck, Done, DoneAck]
+        [Address, Hello, Sync, SyncAck, Done, DoneAck, Region]
             .into_iter()
             .find(|k| *k as u32 == raw)
     }
@@ -43,6 +46,10 @@ impl Kind {
 /// `Hello` flag: the client checks every message, the server must fill its
 /// replies.
 pub const FLAG_VERIFY: u64 = 1;
+/// `Hello` flags: the client's op ([`Op::code`](super::cli::Op::code)) in
+/// these bits; the server must run the same.
+pub const OP_SHIFT: u32 = 8;
+pub const OP_MASK: u64 = 0xff << OP_SHIFT;
 
 /// A control message.
 #[derive(Debug)]
@@ -144,6 +151,20 @@ impl Control {
             return Err(format!("expected {kind:?} from {}, got {:?}", self.peer, msg.kind).into());
         }
         Ok(msg)
+    }
+
+    /// Whether a message (or the end of the connection) is waiting, without
+    /// blocking.
+    pub fn pending(&self) -> Res<bool> {
+        self.stream.set_nonblocking(true)?;
+        let mut byte = [0u8; 1];
+        let peeked = self.stream.peek(&mut byte);
+        self.stream.set_nonblocking(false)?;
+        match peeked {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(self.lost(e).into()),
+        }
     }
 
     fn lost(&self, e: std::io::Error) -> String {

@@ -10,17 +10,21 @@ pub struct Row {
     pub size: usize,
     pub iterations: usize,
     pub elapsed: Duration,
+    /// Transfers per iteration: 2 for a ping and its pong, 1 for an RMA
+    /// read (the read is the round trip).
+    pub xfers: usize,
 }
 
 impl Row {
-    /// Microseconds per transfer: half a round trip, as fi_pingpong counts.
+    /// Microseconds per transfer: half a round trip, as fi_pingpong counts
+    /// (an RMA read: the whole read).
     pub fn usec_per_xfer(&self) -> f64 {
-        self.elapsed.as_secs_f64() * 1e6 / (self.iterations as f64 * 2.0)
+        self.elapsed.as_secs_f64() * 1e6 / (self.iterations as f64 * self.xfers as f64)
     }
 
     /// Bytes moved in both directions per microsecond (fi_pingpong's MB/sec).
     pub fn mb_per_sec(&self) -> f64 {
-        let bytes = (self.size * self.iterations * 2) as f64;
+        let bytes = (self.size * self.iterations * self.xfers) as f64;
         bytes / (self.elapsed.as_secs_f64() * 1e6)
     }
 }
@@ -69,7 +73,7 @@ pub fn table(rows: &[Row]) -> String {
             size_str(r.size as u64),
             cnt_str(r.iterations as u64),
             cnt_str(r.iterations as u64),
-            size_str((r.size * r.iterations * 2) as u64),
+            size_str((r.size * r.iterations * r.xfers) as u64),
             r.elapsed.as_secs_f64(),
             r.mb_per_sec(),
             usec,

@@ -3,12 +3,12 @@
 //! on both sides. RDM: an `Rdm` endpoint whose address vector holds the
 //! peer's address.
 
-use super::cli::{EpKind, Mode, Options};
+use super::cli::{EpKind, Mode, Op, Options};
 use super::control::Msg;
 use super::report::EventLog;
 use super::Res;
 use libfabric::conn::{ConnConfig, Pending, Rdm};
-use libfabric::cq::{Addr, Context, CqAttr};
+use libfabric::cq::{Addr, Context, CqAttr, Format};
 use libfabric::ep::socket_addr;
 use libfabric::eq::{EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType, Info, InfoEntry};
@@ -30,11 +30,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const EQ_SLICE: Duration = Duration::from_millis(10);
 
 /// A side's endpoint, ready to move data, and everything it uses.
-pub struct Link {
+pub struct Link<F: Format = Context> {
     pub side: &'static str,
     pub ep: Endpoint,
-    pub tx_cq: CompletionQueue<Context>,
-    pub rx_cq: CompletionQueue<Context>,
+    pub tx_cq: CompletionQueue<F>,
+    pub rx_cq: CompletionQueue<F>,
     /// MSG: the endpoint's event queue.
     pub eq: Option<EventQueue>,
     /// RDM: the peer's address.
@@ -51,14 +51,14 @@ pub struct Link {
     pub domain: Domain,
     pub log: Arc<EventLog>,
     /// A client's connection until [`connect`] makes it.
-    pending: Option<Pending<Context>>,
+    pending: Option<Pending<F>>,
     /// The connection the endpoint belongs to, once made.
-    _conn: Option<Box<Connection<Context>>>,
+    _conn: Option<Box<Connection<F>>>,
     /// The RDM endpoint it is.
-    _rdm: Option<Box<Rdm<Context>>>,
+    _rdm: Option<Box<Rdm<F>>>,
 }
 
-impl Link {
+impl<F: Format> Link<F> {
     /// Allocates the two message buffers and posts the receive, before the
     /// peer can send (fi_pingpong posts its first receive before it
     /// connects or accepts, too).
@@ -73,13 +73,13 @@ impl Link {
 }
 
 /// A server waiting for its client.
-pub enum Listener {
+pub enum Listener<F: Format> {
     Msg {
         listener: libfabric::Listener,
         log: Arc<EventLog>,
     },
     /// An RDM server's endpoint exists before any peer does.
-    Rdm(Box<Link>),
+    Rdm(Box<Link<F>>),
 }
 
 /// Where a server's fabric endpoint is, for the client.
@@ -91,22 +91,69 @@ pub struct Address {
     pub name: Vec<u8>,
 }
 
+/// The RMA capabilities both sides ask for: only the roles the op needs
+/// (fi_getinfo(3): `FI_RMA` with some of READ/WRITE/REMOTE_READ/REMOTE_WRITE
+/// means only those). The two sides ask for the same (the sockets provider
+/// refuses a connection whose caps differ from the listener's); what each
+/// side's peer may reach is decided by the access of its region.
+fn rma_caps(op: Op) -> Caps {
+    match op {
+        Op::Msg => Caps::empty(),
+        Op::Write | Op::WriteData => Caps::RMA | Caps::WRITE | Caps::REMOTE_WRITE,
+        Op::Read => Caps::RMA | Caps::READ | Caps::REMOTE_READ,
+    }
+}
+
 fn hints(opts: &Options) -> Res<Hints> {
     let ep = match opts.ep {
         EpKind::Msg => EpType::Msg,
         EpKind::Rdm => EpType::Rdm,
     };
-    Ok(Hints::new()
+    let hints = Hints::new()
         .provider(opts.provider_name())
         .ep_type(ep)
-        .caps(Caps::MSG))
+        .caps(Caps::MSG | rma_caps(opts.op));
+    // shm checks an RMA's key, access and bounds at the target only when an
+    // RMA ordering is asked for (else the crate refuses its RMA calls).
+    Ok(if opts.op.is_rma() && opts.provider_name() == "shm" {
+        hints.msg_order(libfabric::sys::FI_ORDER_RAW | libfabric::sys::FI_ORDER_WAW)
+    } else {
+        hints
+    })
 }
 
-fn first(hints: &Hints) -> Res<Info> {
-    getinfo(hints)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| "fi_getinfo returned an empty list".into())
+/// The first fi_info for `hints`; when an RMA run finds none, says whether
+/// the provider lacks RMA.
+fn first(hints: &Hints, opts: &Options) -> Res<Info> {
+    let failed = match getinfo(hints) {
+        Ok(list) => match list.into_iter().next() {
+            Some(info) => return Ok(info),
+            None => None,
+        },
+        Err(e) => Some(e),
+    };
+    if opts.op.is_rma() {
+        let plain = Hints::new()
+            .provider(opts.provider_name())
+            .ep_type(match opts.ep {
+                EpKind::Msg => EpType::Msg,
+                EpKind::Rdm => EpType::Rdm,
+            })
+            .caps(Caps::MSG);
+        if getinfo(&plain).is_ok_and(|list| list.into_iter().next().is_some()) {
+            return Err(format!(
+                "provider {} offers no RMA (FI_RMA with the roles -o {} needs) for these \
+                 endpoints",
+                opts.provider_name(),
+                opts.op
+            )
+            .into());
+        }
+    }
+    Err(match failed {
+        Some(e) => e.into(),
+        None => "fi_getinfo returned an empty list".into(),
+    })
 }
 
 /// fi_pingpong's queues, a transmit and a receive one: `FI_WAIT_NONE` for
@@ -125,12 +172,12 @@ fn config(info: &InfoEntry, mode: Mode) -> ConnConfig {
 }
 
 /// A link over a prepared connection's endpoint and queues.
-fn pending_link(
+fn pending_link<F: Format>(
     side: &'static str,
-    pending: Pending<Context>,
+    pending: Pending<F>,
     peer_name: String,
     log: &Arc<EventLog>,
-) -> Link {
+) -> Link<F> {
     Link {
         side,
         inject_size: pending.endpoint().info().inject_size(),
@@ -152,7 +199,12 @@ fn pending_link(
 }
 
 /// A link over an RDM endpoint.
-fn rdm_link(side: &'static str, rdm: Rdm<Context>, peer_name: String, log: &Arc<EventLog>) -> Link {
+fn rdm_link<F: Format>(
+    side: &'static str,
+    rdm: Rdm<F>,
+    peer_name: String,
+    log: &Arc<EventLog>,
+) -> Link<F> {
     Link {
         side,
         inject_size: rdm.endpoint().info().inject_size(),
@@ -187,7 +239,7 @@ fn data_text(data: &[u8]) -> String {
 
 /// Makes a prepared link's connection (`fi_connect` or `fi_accept` with
 /// `data`, then `FI_CONNECTED`), logging what it sees.
-fn establish(link: &mut Link, data: &[u8]) -> Res<()> {
+fn establish<F: Format>(link: &mut Link<F>, data: &[u8]) -> Res<()> {
     let Some(pending) = link.pending.take() else {
         return Ok(());
     };
@@ -268,12 +320,16 @@ pub fn next_cm(
 
 /// Opens a server's fabric endpoint on `node` (MSG: all interfaces if
 /// `None`; RDM: the provider's default address) and a free port.
-pub fn listen(opts: &Options, node: Option<&str>, log: &Arc<EventLog>) -> Res<(Listener, Address)> {
+pub fn listen<F: Format>(
+    opts: &Options,
+    node: Option<&str>,
+    log: &Arc<EventLog>,
+) -> Res<(Listener<F>, Address)> {
     let mut hints = hints(opts)?.service(0).source(true);
     if let Some(node) = node {
         hints = hints.node(node);
     }
-    let info = first(&hints)?;
+    let info = first(&hints, opts)?;
     let fabric = Fabric::open(&info)?;
     match opts.ep {
         EpKind::Msg => {
@@ -303,7 +359,7 @@ pub fn listen(opts: &Options, node: Option<&str>, log: &Arc<EventLog>) -> Res<(L
 /// Takes the client whose `Hello` came over the control connection: for
 /// MSG endpoints waits for its connection request and accepts it; for RDM
 /// puts its address in the address vector.
-pub fn accept(listener: Listener, opts: &Options, hello: &Msg) -> Res<Link> {
+pub fn accept<F: Format>(listener: Listener<F>, opts: &Options, hello: &Msg) -> Res<Link<F>> {
     let max_size =
         usize::try_from(hello.a).map_err(|_| "the client asked for an impossible size")?;
     let (listener, log) = match listener {
@@ -339,7 +395,7 @@ pub fn accept(listener: Listener, opts: &Options, hello: &Msg) -> Res<Link> {
     );
     let peer_name = from.map_or("the client".into(), |a| a.to_string());
     let config = config(incoming.request().info(), opts.mode);
-    let pending = incoming.prepare::<Context>(&config)?;
+    let pending = incoming.prepare::<F>(&config)?;
     let mut link = pending_link("server", pending, peer_name, &log);
     link.open_buffers(max_size)?;
     establish(&mut link, ACCEPT_DATA)?;
@@ -348,17 +404,22 @@ pub fn accept(listener: Listener, opts: &Options, hello: &Msg) -> Res<Link> {
 
 /// Opens the client's endpoint for the server at `host` whose fabric
 /// endpoint is `address`, with its buffers; `connect` then connects it.
-pub fn open(opts: &Options, host: &str, address: &Msg, log: &Arc<EventLog>) -> Res<Link> {
+pub fn open<F: Format>(
+    opts: &Options,
+    host: &str,
+    address: &Msg,
+    log: &Arc<EventLog>,
+) -> Res<Link<F>> {
     let mut hints = hints(opts)?.node(host);
     if opts.ep == EpKind::Msg {
         hints = hints.service(address.a);
     }
-    let info = first(&hints)?;
+    let info = first(&hints, opts)?;
     let fabric = Fabric::open(&info)?;
     let config = config(&info, opts.mode);
     let mut link = match opts.ep {
         EpKind::Msg => {
-            let pending = Connection::<Context>::prepare(&fabric, &info, &config)?;
+            let pending = Connection::<F>::prepare(&fabric, &info, &config)?;
             pending_link("client", pending, format!("{host}:{}", address.a), log)
         }
         EpKind::Rdm => {
@@ -380,14 +441,14 @@ pub fn open(opts: &Options, host: &str, address: &Msg, log: &Arc<EventLog>) -> R
 
 /// MSG endpoints: `fi_connect` and the wait for `FI_CONNECTED`. RDM
 /// endpoints have nothing to do.
-pub fn connect(link: &mut Link) -> Res<()> {
+pub fn connect<F: Format>(link: &mut Link<F>) -> Res<()> {
     establish(link, CONNECT_DATA)
 }
 
 /// MSG endpoints: `fi_shutdown` on the client; both sides wait for their
 /// `FI_SHUTDOWN` (the server reads its CQs meanwhile, which is what makes
 /// the tcp provider deliver it).
-pub fn shutdown(link: &Link, initiate: bool) -> Res<()> {
+pub fn shutdown<F: Format>(link: &Link<F>, initiate: bool) -> Res<()> {
     let Some(eq) = &link.eq else {
         return Ok(());
     };

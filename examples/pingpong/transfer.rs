@@ -21,11 +21,11 @@ use libfabric::{Buffer, BufferPool, CompletionQueue, Errno};
 use std::time::{Duration, Instant};
 
 /// A wait for one completion gives up after this long without one.
-const STALL: Duration = Duration::from_secs(10);
+pub const STALL: Duration = Duration::from_secs(10);
 /// Blocking waits wake up this often to check for a stall.
 const SLICE: Duration = Duration::from_millis(100);
 /// Busy-polling checks the clock once per this many empty reads.
-const SPINS_PER_CHECK: u32 = 4096;
+pub const SPINS_PER_CHECK: u32 = 4096;
 /// A progress line on stderr at most this often.
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
@@ -39,7 +39,7 @@ fn pattern(iter: usize) -> impl Iterator<Item = &'static [u8]> {
     std::iter::once(&ALPHABET[start..]).chain(std::iter::repeat(&ALPHABET[..]))
 }
 
-fn fill(buf: &mut [u8], iter: usize) {
+pub fn fill(buf: &mut [u8], iter: usize) {
     let mut rest = buf;
     for chunk in pattern(iter) {
         if rest.is_empty() {
@@ -51,7 +51,7 @@ fn fill(buf: &mut [u8], iter: usize) {
     }
 }
 
-fn check(buf: &[u8], iter: usize, side: &str) -> Res<()> {
+pub fn check(buf: &[u8], iter: usize, side: &str) -> Res<()> {
     let mut at = 0;
     for chunk in pattern(iter) {
         if at == buf.len() {
@@ -107,7 +107,7 @@ impl Progress {
         }
     }
 
-    fn tick(&mut self, side: &str, size: usize, done: usize, iterations: usize) {
+    pub fn tick(&mut self, side: &str, size: usize, done: usize, iterations: usize) {
         if !self.enabled {
             return;
         }
@@ -387,6 +387,7 @@ pub fn client(link: &Link, tx: Buffer, ctrl: &mut Control, opts: &Options) -> Re
             size,
             iterations,
             elapsed,
+            xfers: 2,
         });
     }
     ctrl.send(Kind::Done, 0, 0, &[])?;
@@ -424,6 +425,7 @@ pub fn server(
                     size,
                     iterations,
                     elapsed,
+                    xfers: 2,
                 });
             }
             Kind::Done => {

@@ -49,8 +49,10 @@ pub(crate) fn runs_unenabled_endpoints_in_progress(provider: &str) -> bool {
 /// (`ofi_mr_map_verify`, `smr_progress.c` 1056, 1148). Measured on 1.17:
 /// with this check off, a write into a region registered without
 /// `FI_REMOTE_WRITE` landed in it. `msg_order` is the domain's transmit
-/// ordering.
-pub(crate) fn rma_unchecked_at_target(provider: &str, msg_order: u64) -> bool {
+/// ordering. The ordering is tested first: every RMA post makes this
+/// check, and the provider's name (a UTF-8 check of a C string) is only
+/// looked at for a domain without RMA ordering.
+pub(crate) fn rma_unchecked_at_target(info: &crate::info::InfoEntry) -> bool {
     use libfabric_sys::fabric as sys;
     let rma_order = sys::FI_ORDER_RAR
         | sys::FI_ORDER_RAW
@@ -60,7 +62,7 @@ pub(crate) fn rma_unchecked_at_target(provider: &str, msg_order: u64) -> bool {
         | sys::FI_ORDER_WAS
         | sys::FI_ORDER_SAR
         | sys::FI_ORDER_SAW;
-    provider == "shm" && msg_order & rma_order == 0
+    info.msg_order() & rma_order == 0 && info.provider() == "shm"
 }
 
 /// Whether the provider's counters keep 32-bit signed counts: sockets adds

@@ -62,6 +62,12 @@ Options:
                         tcp,udp;ofi_rxd,tcp;ofi_rxm; quote the semicolons)
   --batches N,N         the batch sizes of the fi_cq_read case (default
                         1,8,64; at most 64)
+  --cases WORD,WORD     only the micro-benchmarks whose id contains one of
+                        the words (ids: cq_read_empty, eq_write_read,
+                        eq_read_queued, eq_read_connreq, trywait_empty,
+                        wake_sread, wake_waiter, wake_tokio, rma_write,
+                        rma_read, rma_writedata; the rma ones run on the
+                        RDM providers only)
   -h, --help            this help
 ";
 
@@ -93,6 +99,8 @@ struct Settings {
     instructions: bool,
     providers: Vec<String>,
     batches: Vec<usize>,
+    /// `--cases`: words of the case ids to run; empty: all.
+    cases: Vec<String>,
 }
 
 impl Settings {
@@ -116,6 +124,7 @@ impl Settings {
             instructions: false,
             providers: micro::PROVIDERS.iter().map(|p| p.to_string()).collect(),
             batches: micro::BATCHES.to_vec(),
+            cases: Vec::new(),
         }
     }
 }
@@ -166,6 +175,17 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
                             ))
                     })
                     .collect::<Result<_, _>>()?;
+            }
+            "--cases" => {
+                s.cases = value(arg)?
+                    .split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                let known = |w: &String| CASES.iter().any(|c| c.id.contains(w.as_str()));
+                if let Some(w) = s.cases.iter().find(|w| !known(w)) {
+                    return Err(format!("--cases: no case id contains {w:?}"));
+                }
             }
             "--only" => match value(arg)?.as_str() {
                 "micro" => s.pingpong = false,
@@ -333,6 +353,13 @@ fn matrix(s: &Settings) -> Vec<Point<'_>> {
     let mut points = Vec::new();
     for provider in &s.providers {
         for case in CASES {
+            // The RMA cases run on RDM endpoints (Queues::open).
+            if case.rma && provider == "tcp" {
+                continue;
+            }
+            if !s.cases.is_empty() && !s.cases.iter().any(|w| case.id.contains(w.as_str())) {
+                continue;
+            }
             if case.batched {
                 points.extend(s.batches.iter().map(|&b| Point {
                     case,

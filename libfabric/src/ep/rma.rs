@@ -40,7 +40,7 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
         }
         self.ready(call, RMA_READY)?;
         let domain = &self.inner.domain.info;
-        if crate::quirks::rma_unchecked_at_target(domain.provider(), domain.msg_order()) {
+        if crate::quirks::rma_unchecked_at_target(domain) {
             return Err(Error::Unsupported {
                 call,
                 reason: "shm carries out this domain's RMA by writing or reading the peer \

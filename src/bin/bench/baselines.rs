@@ -56,6 +56,9 @@ mod ffi {
             gap_ns: u64,
             samples: *mut u64,
         ) -> i64;
+        pub fn bl_rma_open(info: *const sys::fi_info, size: usize, err: *mut c_int) -> *mut c_void;
+        pub fn bl_rma_close(pair: *mut c_void);
+        pub fn bl_rma_loop(pair: *mut c_void, op: c_int, iters: u64) -> i64;
     }
 }
 
@@ -268,4 +271,51 @@ pub unsafe fn wake_poll(
             samples.as_mut_ptr(),
         )
     })
+}
+
+/// The RMA op of [`CRmaPair::run`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RmaOp {
+    Write = 0,
+    Read = 1,
+    WriteData = 2,
+}
+
+/// The C side's loopback pair of RDM endpoints for the RMA cases, opened
+/// and closed by `bench/baselines.c` (`bl_rma_open`, `bl_rma_close`): a
+/// fabric, two domains each with an address vector, a `FI_CQ_FORMAT_DATA`
+/// queue and an endpoint, a registered buffer on one side and a registered
+/// region on the other.
+pub struct CRmaPair {
+    raw: std::ptr::NonNull<c_void>,
+}
+
+impl CRmaPair {
+    /// Opens the pair for `info` (an `FI_EP_RDM` entry with `FI_RMA`),
+    /// transfers of `size` bytes, and makes one write.
+    pub fn open(info: &libfabric::info::InfoEntry, size: usize) -> Result<Self, i64> {
+        let mut err: c_int = 0;
+        // SAFETY: bl_rma_open reads the fi_info (fi_dupinfo) only during the
+        // call; the borrow keeps it alive. It returns NULL or a pair it
+        // allocated, which only bl_rma_close frees (in Drop).
+        let raw = unsafe { ffi::bl_rma_open(info.as_raw(), size, &mut err) };
+        std::ptr::NonNull::new(raw)
+            .map(|raw| CRmaPair { raw })
+            .ok_or(i64::from(err))
+    }
+
+    /// `iters` RMAs of `op`, each posted and waited for.
+    pub fn run(&self, op: RmaOp, iters: u64) -> Timed {
+        // SAFETY: the pair is open (closed only in Drop) and used by one
+        // thread at a time (&self of a !Sync type).
+        timed(unsafe { ffi::bl_rma_loop(self.raw.as_ptr(), op as c_int, iters) })
+    }
+}
+
+impl Drop for CRmaPair {
+    fn drop(&mut self) {
+        // SAFETY: the pair came from bl_rma_open and is closed once; no RMA
+        // is under way (every loop waits for its completions).
+        unsafe { ffi::bl_rma_close(self.raw.as_ptr()) }
+    }
 }

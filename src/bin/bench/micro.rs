@@ -2,12 +2,18 @@
 //! and its Rust counterpart written on the safe API, run on the same queues.
 
 use crate::baselines as c;
-use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
+use crate::baselines::{CRmaPair, RmaOp};
+use libfabric::conn::{ConnConfig, Rdm};
+use libfabric::cq::{Addr, CompletionFlags, CqAttr, CqRead, Data, DataEntry, Msg, MsgEntry};
 use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType, Threading};
+use libfabric::mr::{MemoryRegion, MrAccess, RemoteRegion};
 use libfabric::tokio::AsyncEventQueue;
 use libfabric::wait::{trywait, TryWait, WaitObj, Waiter, Wake};
-use libfabric::{getinfo, CompletionQueue, Domain, EventQueue, Fabric, Hints, ThreadDomain};
+use libfabric::{
+    getinfo, Buffer, BufferPool, CompletionQueue, Domain, EventQueue, Fabric, Hints, ThreadDomain,
+};
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
@@ -45,6 +51,9 @@ pub struct Queues {
     /// object of such a domain it stays on the thread that opened it, so
     /// `Queues` does too.
     pub cq_domain: CompletionQueue<Msg, ThreadDomain>,
+    /// The loopback pairs of the RMA cases (RDM providers), or why there
+    /// are none.
+    pub rma: Result<RmaPairs, String>,
 }
 
 impl Queues {
@@ -78,12 +87,18 @@ impl Queues {
             &domain,
             &CqAttr::new().size(64).wait(WaitObj::Fd),
         )?;
+        let rma = if ep_type == EpType::Rdm {
+            RmaPairs::open(provider, node)
+        } else {
+            Err(format!("{provider}: the RMA cases run on RDM endpoints"))
+        };
         Ok(Queues {
             provider: provider.into(),
             fabric,
             eq,
             cq,
             cq_domain,
+            rma,
         })
     }
 }
@@ -93,6 +108,189 @@ fn fd_eq(fabric: &Fabric, size: usize) -> libfabric::Result<EventQueue> {
         fabric,
         &EqAttr::new().size(size).wait(WaitObj::Fd).write(true),
     )
+}
+
+/// Bytes of each RMA of the RMA cases.
+pub const RMA_SIZE: usize = 64;
+/// Completion queue size of both sides' RMA pairs (`BL_RMA_CQ_SIZE`).
+const RMA_CQ_SIZE: usize = 128;
+
+/// The Rust side's loopback pair of the RMA cases: two `Rdm` endpoints,
+/// each with its own domain, address vector and `FI_CQ_FORMAT_DATA` queue
+/// (`FI_WAIT_NONE`), `a` writing into or reading from a region of `b`;
+/// and the C side's pair, opened the same way by `bench/baselines.c`.
+pub struct RmaPairs {
+    a: Rdm<Data>,
+    b: Rdm<Data>,
+    to_b: Addr,
+    pool_a: BufferPool,
+    pool_b: BufferPool,
+    /// a's buffer, between runs.
+    buf: Mutex<Option<Buffer>>,
+    /// b's region, which a reaches through `remote`.
+    _region: MemoryRegion<Vec<u8>>,
+    remote: RemoteRegion,
+    data_mask: u64,
+    pub c: CRmaPair,
+}
+
+impl RmaPairs {
+    fn open(provider: &str, node: &str) -> Result<Self, String> {
+        let mut hints = Hints::new()
+            .provider(provider)
+            .ep_type(EpType::Rdm)
+            .caps(Caps::MSG | Caps::RMA);
+        hints = if provider == "shm" {
+            // shm checks an RMA at the target only with an RMA ordering.
+            hints.msg_order(libfabric::sys::FI_ORDER_RAW | libfabric::sys::FI_ORDER_WAW)
+        } else {
+            hints.node(node)
+        };
+        let fail = |e: libfabric::Error| format!("{provider}: RMA pair: {e}");
+        let list = getinfo(&hints).map_err(fail)?;
+        let info = list
+            .first()
+            .ok_or_else(|| format!("{provider}: no FI_RMA"))?;
+        let fabric = Fabric::open(info).map_err(fail)?;
+        let config = ConnConfig::new().cq(CqAttr::new().size(RMA_CQ_SIZE).wait(WaitObj::None));
+        let a = Rdm::<Data>::open_on(&fabric, info, 1, &config).map_err(fail)?;
+        let b = Rdm::<Data>::open_on(&fabric, info, 1, &config).map_err(fail)?;
+        let to_b = a.insert(&b.name().map_err(fail)?).map_err(fail)?;
+        b.insert(&a.name().map_err(fail)?).map_err(fail)?;
+        let pool_a = BufferPool::new(a.domain(), 1, RMA_SIZE).map_err(fail)?;
+        let pool_b = BufferPool::new(b.domain(), 1, RMA_SIZE).map_err(fail)?;
+        let region = MemoryRegion::register(
+            b.domain(),
+            vec![0u8; RMA_SIZE],
+            MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+        )
+        .map_err(fail)?;
+        let rx = pool_b.take().ok_or("no receive buffer")?;
+        b.endpoint().recv(rx).map_err(|e| fail(e.into()))?;
+        let data_bytes = info.cq_data_size();
+        let mut pairs = RmaPairs {
+            to_b,
+            pool_a,
+            pool_b,
+            buf: Mutex::new(None),
+            remote: region.remote(),
+            _region: region,
+            data_mask: match data_bytes {
+                n if n >= 8 => u64::MAX,
+                n => (1u64 << (n * 8)) - 1,
+            },
+            c: CRmaPair::open(info, RMA_SIZE)
+                .map_err(|e| format!("{provider}: the C RMA pair: error {e}"))?,
+            a,
+            b,
+        };
+        // One write, so that a connection made on first use is made.
+        let buf = pairs.pool_a.take().ok_or("no buffer")?;
+        let buf = pairs.one(buf, RmaOp::Write, 0)?;
+        *pairs.buf.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(buf);
+        Ok(pairs)
+    }
+
+    /// One RMA of `op` from a into b's region, as `bl_rma_one`: posted
+    /// (retried while the provider says -FI_EAGAIN), its completion at a,
+    /// b's queue read while there is none; for writedata also b's remote CQ
+    /// data completion, whose data must be `data`. Errors leave through
+    /// cold functions, as the C side's returns do.
+    #[inline(always)]
+    fn one(&self, buf: Buffer, op: RmaOp, data: u64) -> Result<Buffer, String> {
+        let ep = self.a.endpoint();
+        let mut buf = buf;
+        let mut entry: [DataEntry; 1] = Default::default();
+        loop {
+            let posted = match op {
+                RmaOp::Write => ep.write(buf, RMA_SIZE, &self.remote, 0, self.to_b),
+                RmaOp::Read => ep.read(buf, RMA_SIZE, &self.remote, 0, self.to_b),
+                RmaOp::WriteData => ep.write_data(buf, RMA_SIZE, data, &self.remote, 0, self.to_b),
+            };
+            match posted {
+                Ok(()) => break,
+                Err((back, e)) if e.is_again() => {
+                    buf = back;
+                    match self.a.cq().read(&mut entry) {
+                        Ok(CqRead::Empty) => {}
+                        _ => return Err(unexpected("a's queue while a post is refused")),
+                    }
+                    match self.b.cq().read(&mut entry) {
+                        Ok(CqRead::Empty | CqRead::Completions(_)) => {}
+                        _ => return Err(unexpected("b's queue")),
+                    }
+                }
+                Err((_, e)) => return Err(post_failed(e)),
+            }
+        }
+        let mut back = None;
+        let mut b_done = op != RmaOp::WriteData;
+        while back.is_none() || !b_done {
+            if back.is_none() {
+                match self.a.cq().read(&mut entry) {
+                    Ok(CqRead::Completions(done)) => {
+                        back = self.pool_a.reclaim(&done[0]);
+                        if back.is_none() {
+                            return Err(unexpected("a completion of another operation"));
+                        }
+                        continue;
+                    }
+                    Ok(CqRead::Empty) => {}
+                    _ => return Err(unexpected("a's queue")),
+                }
+            }
+            match self.b.cq().read(&mut entry) {
+                Ok(CqRead::Completions(done)) => {
+                    let e = &done[0];
+                    if b_done
+                        || !e.flags().contains(CompletionFlags::REMOTE_CQ_DATA)
+                        || e.data() != data
+                    {
+                        return Err(unexpected("a completion at the target"));
+                    }
+                    if let Some(rx) = self.pool_b.reclaim(e) {
+                        drop(done);
+                        if let Err((_, e)) = self.b.endpoint().recv(rx) {
+                            return Err(post_failed(e));
+                        }
+                    }
+                    b_done = true;
+                }
+                Ok(CqRead::Empty) => {}
+                _ => return Err(unexpected("b's queue")),
+            }
+        }
+        back.ok_or_else(|| unexpected("no buffer"))
+    }
+
+    /// `iters` RMAs of `op`, each waited for: the CPU time per RMA.
+    fn run(&self, op: RmaOp, iters: u64) -> Result<Vec<f64>, String> {
+        let mut buf = self
+            .buf
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or("the RMA buffer is lost")?;
+        let start = cpu_ns();
+        for i in 0..iters {
+            buf = self.one(buf, op, i & self.data_mask)?;
+        }
+        let per_call = elapsed_per_call(start, iters);
+        *self.buf.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);
+        Ok(per_call)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn unexpected(what: &str) -> String {
+    format!("RMA: unexpected result of {what}")
+}
+
+#[cold]
+#[inline(never)]
+fn post_failed(e: libfabric::Error) -> String {
+    format!("RMA post: {e}")
 }
 
 /// What a case measures.
@@ -122,6 +320,8 @@ pub struct Case {
     /// The ratio Rust/C must stay at or under; `None` for a comparison
     /// reported for information.
     pub target: Option<f64>,
+    /// An RMA case, run on the RDM providers only.
+    pub rma: bool,
     pub c: RunFn,
     pub rust: RunFn,
 }
@@ -140,6 +340,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::PerCall,
         batched: true,
         target: Some(PER_CALL_TARGET),
+        rma: false,
         c: c_cq_read_empty,
         rust: rust_cq_read_empty,
     },
@@ -150,6 +351,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::PerCall,
         batched: true,
         target: Some(PER_CALL_TARGET),
+        rma: false,
         c: c_cq_read_empty_domain,
         rust: rust_cq_read_empty_domain,
     },
@@ -160,6 +362,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::PerCall,
         batched: false,
         target: Some(PER_CALL_TARGET),
+        rma: false,
         c: c_eq_write_read,
         rust: rust_eq_write_read,
     },
@@ -170,6 +373,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::PerCall,
         batched: false,
         target: Some(PER_CALL_TARGET),
+        rma: false,
         c: c_eq_read_queued,
         rust: rust_eq_read_queued,
     },
@@ -180,6 +384,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::PerCall,
         batched: false,
         target: Some(PER_CALL_TARGET),
+        rma: false,
         c: c_eq_read_connreq,
         rust: rust_eq_read_connreq,
     },
@@ -190,6 +395,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::PerCall,
         batched: false,
         target: Some(PER_CALL_TARGET),
+        rma: false,
         c: c_trywait_empty,
         rust: rust_trywait_empty,
     },
@@ -200,6 +406,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::WakeUp,
         batched: false,
         target: Some(WAKE_TARGET),
+        rma: false,
         c: c_wake_sread,
         rust: rust_wake_sread,
     },
@@ -210,6 +417,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::WakeUp,
         batched: false,
         target: Some(WAKE_TARGET),
+        rma: false,
         c: c_wake_poll,
         rust: rust_wake_waiter,
     },
@@ -220,6 +428,7 @@ pub const CASES: &[Case] = &[
         kind: Kind::WakeUp,
         batched: false,
         target: Some(WAKE_TARGET),
+        rma: false,
         c: c_wake_tokio_anchor,
         rust: rust_wake_tokio,
     },
@@ -230,8 +439,42 @@ pub const CASES: &[Case] = &[
         kind: Kind::WakeUp,
         batched: false,
         target: None,
+        rma: false,
         c: c_wake_poll,
         rust: rust_wake_tokio,
+    },
+    Case {
+        id: "rma_write",
+        c_id: "rma_write",
+        name: "fi_write 64 B + completion",
+        kind: Kind::PerCall,
+        batched: false,
+        target: Some(PER_CALL_TARGET),
+        rma: true,
+        c: c_rma_write,
+        rust: rust_rma_write,
+    },
+    Case {
+        id: "rma_read",
+        c_id: "rma_read",
+        name: "fi_read 64 B + completion",
+        kind: Kind::PerCall,
+        batched: false,
+        target: Some(PER_CALL_TARGET),
+        rma: true,
+        c: c_rma_read,
+        rust: rust_rma_read,
+    },
+    Case {
+        id: "rma_writedata",
+        c_id: "rma_writedata",
+        name: "fi_writedata 64 B + both completions",
+        kind: Kind::PerCall,
+        batched: false,
+        target: Some(PER_CALL_TARGET),
+        rma: true,
+        c: c_rma_writedata,
+        rust: rust_rma_writedata,
     },
 ];
 
@@ -425,6 +668,40 @@ fn rust_trywait_empty(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>,
         }
     }
     Ok(elapsed_per_call(start, iters))
+}
+
+// ---- RMA cases ----
+
+fn rma(q: &Queues) -> Result<&RmaPairs, String> {
+    q.rma.as_ref().map_err(|e| e.clone())
+}
+
+fn c_rma(q: &Queues, iters: u64, op: RmaOp) -> Result<Vec<f64>, String> {
+    per_call(rma(q)?.c.run(op, iters), iters, "RMA loop")
+}
+
+fn c_rma_write(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    c_rma(q, iters, RmaOp::Write)
+}
+
+fn rust_rma_write(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    rma(q)?.run(RmaOp::Write, iters)
+}
+
+fn c_rma_read(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    c_rma(q, iters, RmaOp::Read)
+}
+
+fn rust_rma_read(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    rma(q)?.run(RmaOp::Read, iters)
+}
+
+fn c_rma_writedata(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    c_rma(q, iters, RmaOp::WriteData)
+}
+
+fn rust_rma_writedata(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    rma(q)?.run(RmaOp::WriteData, iters)
 }
 
 // ---- wake-up cases ----
