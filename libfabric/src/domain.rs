@@ -64,6 +64,9 @@ pub(crate) struct Retired {
     parked: Vec<(u64, Box<dyn Send>)>,
 }
 
+/// The mark of what waits for the domain to have no endpoint open.
+const UNTIL_IDLE: u64 = u64::MAX;
+
 impl Retired {
     /// Notes an endpoint about to be opened (before `fi_endpoint`).
     pub(crate) fn opening(&mut self, id: u64) {
@@ -92,15 +95,23 @@ impl Retired {
         }
     }
 
+    /// Parks what may be dropped only once no endpoint of the domain is
+    /// open at all (endpoints opened later included). The caller checked
+    /// that one is open now.
+    pub(crate) fn park_until_idle(&mut self, kept: Box<dyn Send>) {
+        self.parked.push((UNTIL_IDLE, kept));
+    }
+
     /// An endpoint closed (or its `fi_endpoint` failed): the memory that
     /// waited for it alone, to drop once the lock is released.
     pub(crate) fn closed(&mut self, id: u64) -> Vec<Box<dyn Send>> {
         self.open.remove(&id);
+        let idle = self.open.is_empty();
         let oldest_open = self.open.first().copied().unwrap_or(u64::MAX);
         let mut free = Vec::new();
         let mut i = 0;
         while i < self.parked.len() {
-            if self.parked[i].0 < oldest_open {
+            if idle || self.parked[i].0 < oldest_open {
                 free.push(self.parked.swap_remove(i).1);
             } else {
                 i += 1;

@@ -78,6 +78,17 @@ impl<T: RawFid> OwnedFid<T> {
         !self.closed
     }
 
+    /// Moves the ownership of the open object into the handle returned,
+    /// leaving this one closed (its drop then closes nothing).
+    pub(crate) fn take_open(&mut self) -> Self {
+        let taken = OwnedFid {
+            raw: self.raw,
+            closed: self.closed,
+        };
+        self.closed = true;
+        taken
+    }
+
     /// Closes now and reports the result. A failed close leaves the object
     /// open and owned (fi_close(3): on error nothing was released), so that
     /// it is neither used after a release nor forgotten.

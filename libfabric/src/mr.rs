@@ -36,7 +36,9 @@
 //! - dropping a region closes its MR and keeps the memory in the domain
 //!   until every endpoint of the domain open at that moment has closed
 //!   (at the latest until the domain itself is dropped); then it is
-//!   dropped. Memory kept this way adds up while such an endpoint stays
+//!   dropped. On sockets, whose progress thread reads a region's record
+//!   after the key lookup that found it, the MR itself stays open with its
+//!   memory until no endpoint of the domain is open at all. Memory kept this way adds up while such an endpoint stays
 //!   open ([`Domain::retained_regions`] counts it): reuse long-lived
 //!   regions rather than registering one per transfer;
 //! - [`into_inner`](MemoryRegion::into_inner) gives the memory back only
@@ -621,9 +623,17 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
     ///
     /// The region holds the counter: [`Counter::close`] is
     /// [`Error::InUse`] while the region exists, and after it is dropped
-    /// for as long as its memory is kept in the domain (until the
-    /// endpoints of the domain open at its close have closed: a write
-    /// that passed the key check before may still complete and count).
+    /// for as long as its memory is kept in the domain. On sockets that is
+    /// until no endpoint of the domain is open, the region staying
+    /// registered meanwhile (its provider record is read after the key
+    /// lookup that finds it, `prov/sockets/src/sock_progress.c` 315-335 in
+    /// 1.22); a write that completes after the drop is not counted there
+    /// (the counter is found by that lookup).
+    ///
+    /// A counter bound both to a region and, for
+    /// [`CntrBind::REMOTE_WRITE`](crate::CntrBind::REMOTE_WRITE), to the
+    /// target endpoint counts each write to the region twice on sockets
+    /// (once for each binding).
     ///
     /// ```
     /// use libfabric::mr::{MemoryRegion, MrAccess, MrCntrBind};
@@ -1113,10 +1123,34 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
     /// the lookup (`sock_pe_report_mr_completion`,
     /// `prov/sockets/src/sock_progress.c` 315-335 in 1.22), on its
     /// progress thread, for writes carried by the domain's open endpoints.
+    ///
+    /// On sockets the MR itself waits too, still open, until no endpoint
+    /// of the domain is open at all: that lookup takes the region's record
+    /// under the domain lock but reads its counter after releasing it,
+    /// while `sock_mr_close` frees the record under the same lock
+    /// (`prov/sockets/src/sock_mr.c` 46-63), so a close then raced the
+    /// progress thread into freed memory. While the domain has no endpoint,
+    /// its progress thread carries no RMA.
     fn retire(&mut self) -> Result<()> {
         let mut retired = self.domain.retired();
-        self.reg.mr.close()?;
         let cntr = self.cntr.take();
+        let keep_open = crate::quirks::frees_regions_under_progress(self.domain.info.provider())
+            && retired.open_endpoints() != 0;
+        if keep_open {
+            // The MR is dropped (closed) with the memory and counter once
+            // the domain is idle; the tuple drops it first.
+            let mr = self.reg.mr.take_open();
+            // SAFETY: taken once: the callers (close, Drop) never use
+            // `self.memory` after a successful retire.
+            let kept: Box<dyn Send> =
+                Box::new((mr, unsafe { ManuallyDrop::take(&mut self.memory) }, cntr));
+            retired.park_until_idle(kept);
+            return Ok(());
+        }
+        if let Err(e) = self.reg.mr.close() {
+            self.cntr = cntr;
+            return Err(e);
+        }
         // SAFETY: taken once: the callers (close, Drop) never use
         // `self.memory` after a successful retire.
         let memory: Box<dyn Send> =

@@ -142,3 +142,16 @@ pub(crate) fn limits_fd_waits_per_domain(provider: &str) -> bool {
 pub(crate) fn counts_remote_rma_at_endpoints(provider: &str) -> bool {
     !matches!(provider, "tcp" | "net")
 }
+
+/// Whether the provider frees a memory region's record in `fi_close` while
+/// its progress thread may still read it: sockets looks a completed remote
+/// write's region up by key under the domain lock, releases the lock, and
+/// then reads the record's counter and queue and increments the counter
+/// (`sock_pe_report_mr_completion`, `prov/sockets/src/sock_progress.c`
+/// 315-335 in 1.22), while `sock_mr_close` removes the key under that lock
+/// and frees the record (`prov/sockets/src/sock_mr.c` 46-63): a region
+/// closed in that window had its freed record read (valgrind) and a
+/// reused one's junk locked as a counter (a crash).
+pub(crate) fn frees_regions_under_progress(provider: &str) -> bool {
+    provider == "sockets"
+}

@@ -98,6 +98,12 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
     /// `dest` is the peer's address on connectionless endpoints (ignored on
     /// connected ones).
     ///
+    /// A write the target refuses (its region closed meanwhile, a wrong
+    /// key) completes with an error on most providers; rxd drops it without
+    /// an answer (`rxd_verify_iov`, `prov/rxd/src/rxd_cq.c` 551-567 in
+    /// 1.22), so it never completes and its buffer comes back only with the
+    /// endpoint's close: wait for RMA completions with a timeout.
+    ///
     /// ```
     /// use libfabric::prelude::*;
     /// use libfabric::mr::{MemoryRegion, MrAccess};
