@@ -126,7 +126,11 @@ size_t bl_connreq_data(void)
 	return BL_CONNREQ_DATA;
 }
 
-/* fi_cq_read of `batch` entries on an empty CQ: every call must return -FI_EAGAIN. */
+/* fi_cq_read of `batch` entries on an empty CQ: every call must return -FI_EAGAIN.
+ * The "FI_THREAD_DOMAIN" rows run this same loop on a CQ of a domain opened
+ * with domain_attr->threading = FI_THREAD_DOMAIN (the util providers then
+ * take no-op locks in their progress); the plain rows on an FI_THREAD_SAFE
+ * one. */
 int64_t bl_cq_read_empty(struct fid_cq *cq, uint64_t iters, size_t batch)
 {
 	struct fi_cq_msg_entry entries[BL_CQ_MAX_BATCH];

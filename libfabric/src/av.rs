@@ -32,6 +32,7 @@ use crate::cq::Addr;
 use crate::domain::{Domain, DomainInner};
 use crate::error::{check_queue_size, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
+use crate::threading::{ThreadModel, ThreadSafe};
 use libfabric_sys::fabric as sys;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -177,12 +178,31 @@ impl AvInner {
 }
 
 /// An open address vector (`FI_AV_TABLE`) of a fixed capacity.
-#[derive(Clone)]
-pub struct AddressVector {
+///
+/// `T` is the threading model of its domain (see [`Domain`]):
+/// the objects bound to it are of the same model, and under the serialized
+/// models it is neither `Send` nor `Sync`.
+pub struct AddressVector<T: ThreadModel = ThreadSafe> {
     pub(crate) inner: Arc<AvInner>,
+    _model: std::marker::PhantomData<T>,
 }
 
-impl AddressVector {
+impl<T: ThreadModel> Clone for AddressVector<T> {
+    fn clone(&self) -> Self {
+        AddressVector::from_inner(self.inner.clone())
+    }
+}
+
+impl<T: ThreadModel> AddressVector<T> {
+    /// A handle of the model `T` over `inner`, opened as an
+    /// `AddressVector<T>`.
+    pub(crate) fn from_inner(inner: Arc<AvInner>) -> Self {
+        AddressVector {
+            inner,
+            _model: std::marker::PhantomData,
+        }
+    }
+
     /// `fi_av_open` with room for `count` addresses (1 up to
     /// [`MAX_QUEUE_SIZE`](crate::error::MAX_QUEUE_SIZE)); inserting more
     /// than that is refused.
@@ -193,7 +213,8 @@ impl AddressVector {
     /// when the entry table cannot be allocated; [`Error::Call`] when
     /// `fi_av_open` fails.
     #[doc(alias = "fi_av_open")]
-    pub fn open(domain: &Domain, ty: AvType, count: usize) -> Result<Self> {
+    pub fn open(domain: &Domain<T>, ty: AvType, count: usize) -> Result<Self> {
+        domain.inner.run_deferred();
         check_queue_size("address vector count", count)?;
         if count == 0 {
             return Err(Error::InvalidArgument(
@@ -226,14 +247,12 @@ impl AddressVector {
             )
         };
         let fid = OwnedFid::opened("fi_av_open", ret, raw)?;
-        Ok(AddressVector {
-            inner: Arc::new(AvInner {
-                fid,
-                live: live.into_boxed_slice(),
-                lock: Mutex::new(Deferred::default()),
-                domain: domain.inner.clone(),
-            }),
-        })
+        Ok(AddressVector::from_inner(Arc::new(AvInner {
+            fid,
+            live: live.into_boxed_slice(),
+            lock: Mutex::new(Deferred::default()),
+            domain: domain.inner.clone(),
+        })))
     }
 
     /// `fi_av_insert` of one address in the domain's format (for example
@@ -341,13 +360,13 @@ impl AddressVector {
         close_last(
             self.inner,
             ObjectKind::AddressVector,
-            |inner| AddressVector { inner },
+            AddressVector::from_inner,
             |i| i.fid.close(),
         )
     }
 }
 
-impl std::fmt::Debug for AddressVector {
+impl<T: ThreadModel> std::fmt::Debug for AddressVector<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AddressVector")
             .field("capacity", &self.inner.capacity())

@@ -31,6 +31,7 @@ use crate::domain::{Domain, DomainInner};
 use crate::error::{Error, Result};
 use crate::fid::OwnedFid;
 use crate::mr::MrAccess;
+use crate::threading::ThreadModel;
 use libfabric_sys::fabric as sys;
 use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
@@ -102,7 +103,8 @@ unsafe impl Send for SlotTable {}
 unsafe impl Sync for SlotTable {}
 
 pub(crate) struct PoolInner {
-    mr: OwnedFid<sys::fid_mr>,
+    /// Taken by `Drop` (into a [`PoolRelease`]).
+    mr: std::mem::ManuallyDrop<OwnedFid<sys::fid_mr>>,
     desc: *mut c_void,
     key: u64,
     memory: *mut u8,
@@ -114,8 +116,11 @@ pub(crate) struct PoolInner {
 }
 
 // SAFETY: the memory is only reached through Buffers, each of which owns one
-// slot exclusively (slot states are atomics); the MR and domain are
-// FI_THREAD_SAFE objects; the contexts are only touched by the provider while
+// slot exclusively (slot states are atomics); the only provider call made
+// through a pool after it is opened is the MR's fi_close in Drop, which
+// for a domain of a serialized threading model is done on the domain's
+// thread (`DomainInner::close_on_owner`), and is thread safe otherwise
+// (FI_THREAD_SAFE); the contexts are only touched by the provider while
 // the slot is in flight.
 unsafe impl Send for PoolInner {}
 // SAFETY: as above.
@@ -300,11 +305,44 @@ pub(crate) fn contexts_in_flight(domain: &Arc<DomainInner>, ep: u64) -> Vec<*mut
 impl Drop for PoolInner {
     fn drop(&mut self) {
         pools().remove(&(self.table.contexts.as_ptr() as usize));
-        // Deregister before freeing the memory it covers. Only reached when
-        // no Buffer exists and no operation is in flight (each holds an Arc).
-        let _ = self.mr.close();
-        // SAFETY: allocated in BufferPool::new with this layout, freed once.
-        unsafe { alloc::dealloc(self.memory, self.layout) };
+        // Only reached when no Buffer exists and no operation is in flight
+        // (each holds an Arc). The last handle may go on any thread (a
+        // Buffer is Send, and the registry lends pools to other threads
+        // for a moment): for a serialized domain the close is parked for
+        // the domain's thread unless this is it.
+        let release = PoolRelease {
+            // SAFETY: taken once, here; the field is not used again.
+            mr: unsafe { std::mem::ManuallyDrop::take(&mut self.mr) },
+            memory: self.memory,
+            layout: self.layout,
+        };
+        self.domain.close_on_owner(move || drop(release));
+    }
+}
+
+/// What a pool gives up when its last handle goes: its MR, closed before
+/// the memory it covers is freed.
+struct PoolRelease {
+    mr: OwnedFid<sys::fid_mr>,
+    memory: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: it owns the memory (nothing else reaches it any more) and the MR,
+// which it closes where `DomainInner::close_on_owner` runs it: on the
+// domain's thread, or anywhere for FI_THREAD_SAFE.
+unsafe impl Send for PoolRelease {}
+
+impl Drop for PoolRelease {
+    fn drop(&mut self) {
+        // Deregister before freeing the memory it covers. A failed close
+        // leaves the MR registered: the memory is leaked rather than freed
+        // under it.
+        if self.mr.close().is_ok() {
+            // SAFETY: allocated in BufferPool::new with this layout, freed
+            // once.
+            unsafe { alloc::dealloc(self.memory, self.layout) };
+        }
     }
 }
 
@@ -345,7 +383,7 @@ impl BufferPool {
     /// [`MemoryRegion::register`](crate::mr::MemoryRegion::register) when
     /// the registration fails.
     #[doc(alias = "fi_mr_reg")]
-    pub fn new(domain: &Domain, count: usize, slot_size: usize) -> Result<Self> {
+    pub fn new<T: ThreadModel>(domain: &Domain<T>, count: usize, slot_size: usize) -> Result<Self> {
         Self::with_access(domain, count, slot_size, MrAccess::LOCAL)
     }
 
@@ -362,8 +400,8 @@ impl BufferPool {
     /// [`Error::InvalidArgument`] for `access` with
     /// [`MrAccess::REMOTE_READ`] or [`MrAccess::REMOTE_WRITE`]; as
     /// [`new`](Self::new).
-    pub fn with_access(
-        domain: &Domain,
+    pub fn with_access<T: ThreadModel>(
+        domain: &Domain<T>,
         count: usize,
         slot_size: usize,
         access: MrAccess,
@@ -385,6 +423,7 @@ impl BufferPool {
                 .into(),
             ));
         }
+        domain.inner.run_deferred();
         // The bookkeeping first, so that a failure leaves nothing to undo.
         let contexts = try_collect("buffer pool contexts", count * CONTEXTS_PER_SLOT, |_| {
             SlotContext(UnsafeCell::new(sys::fi_context2::default()))
@@ -425,7 +464,7 @@ impl BufferPool {
         };
         let (mr, desc, key) = (reg.mr, reg.desc, reg.key);
         let inner = Arc::new(PoolInner {
-            mr,
+            mr: std::mem::ManuallyDrop::new(mr),
             desc,
             key,
             memory,

@@ -86,6 +86,7 @@ use crate::eq::Fid;
 use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
+use crate::threading::{ThreadModel, ThreadSafe};
 use crate::wait::{
     open_with_default_wait, query_wait_obj, refuse_poisoned, refused_progress, resolved_wait_obj,
     sealed, timeout_ms, Deadline, ProgressMember, WaitFd, WaitObj, WaitSet, WaitSetInner, Waitable,
@@ -259,12 +260,30 @@ impl ProgressMember for CntrInner {
 ///
 /// See the [module docs](self) for an example and what each provider
 /// offers.
-#[derive(Clone)]
-pub struct Counter {
+///
+/// `T` is the threading model of its domain (see [`Domain`]):
+/// the objects bound to it are of the same model, and under the serialized
+/// models it is neither `Send` nor `Sync`.
+pub struct Counter<T: ThreadModel = ThreadSafe> {
     pub(crate) inner: Arc<CntrInner>,
+    _model: std::marker::PhantomData<T>,
 }
 
-impl Counter {
+impl<T: ThreadModel> Clone for Counter<T> {
+    fn clone(&self) -> Self {
+        Counter::from_inner(self.inner.clone())
+    }
+}
+
+impl<T: ThreadModel> Counter<T> {
+    /// A handle of the model `T` over `inner`, opened as a `Counter<T>`.
+    pub(crate) fn from_inner(inner: Arc<CntrInner>) -> Self {
+        Counter {
+            inner,
+            _model: std::marker::PhantomData,
+        }
+    }
+
     /// `fi_cntr_open`.
     ///
     /// # Errors
@@ -278,7 +297,8 @@ impl Counter {
     /// `verbs;ofi_rxm`), and for `CntrEvents::Bytes` on a provider that
     /// does not count bytes; [`Error::Call`] when `fi_cntr_open` fails.
     #[doc(alias = "fi_cntr_open")]
-    pub fn open(domain: &Domain, attr: &CntrAttr) -> Result<Self> {
+    pub fn open(domain: &Domain<T>, attr: &CntrAttr) -> Result<Self> {
+        domain.inner.run_deferred();
         let Some(wait_obj) = attr.wait_obj else {
             return open_with_default_wait(
                 crate::quirks::limits_fd_waits_per_domain(domain.info().provider())
@@ -296,6 +316,15 @@ impl Counter {
             });
         }
         if let Some(set) = &attr.wait_set {
+            if !T::LOCKED {
+                // A wait set is Send and Sync, and its fi_wait runs the
+                // progress of its counters on whatever thread calls it.
+                return Err(Error::InvalidArgument(
+                    "a counter of a FI_THREAD_DOMAIN or FI_THREAD_COMPLETION domain cannot \
+                     join a wait set (which any thread may wait on)"
+                        .into(),
+                ));
+            }
             if !set.belongs_to(&domain.inner.fabric) {
                 return Err(Error::ForeignObject {
                     call: "fi_cntr_open",
@@ -376,20 +405,18 @@ impl Counter {
         let wait_obj = resolved_wait_obj("counter", wait_obj, raw_attr.wait_obj)?;
         let wait_obj = query_wait_obj(fid.fid(), wait_obj);
         let wait_fd = wait_obj == WaitObj::Fd && getwait_fd(fid.fid()).is_ok();
-        let cntr = Counter {
-            inner: Arc::new(CntrInner {
-                fid,
-                domain: domain.inner.clone(),
-                _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
-                wait_obj,
-                wait_fd,
-                narrow: crate::quirks::counts_in_32_bits(provider),
-                id,
-                lifecycle: RwLock::new(()),
-                wait_poisoned: AtomicBool::new(false),
-                broken: AtomicU32::new(0),
-            }),
-        };
+        let cntr = Counter::from_inner(Arc::new(CntrInner {
+            fid,
+            domain: domain.inner.clone(),
+            _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
+            wait_obj,
+            wait_fd,
+            narrow: crate::quirks::counts_in_32_bits(provider),
+            id,
+            lifecycle: RwLock::new(()),
+            wait_poisoned: AtomicBool::new(false),
+            broken: AtomicU32::new(0),
+        }));
         if let Some(set) = &cntr.inner._wait_set {
             let member: Arc<dyn ProgressMember> = cntr.inner.clone();
             set.add_member(Arc::downgrade(&member));
@@ -411,9 +438,10 @@ impl Counter {
 
     /// The domain it was opened on.
     #[must_use]
-    pub fn domain(&self) -> Domain {
+    pub fn domain(&self) -> Domain<T> {
         Domain {
             inner: self.inner.domain.clone(),
+            _model: std::marker::PhantomData,
         }
     }
 
@@ -426,9 +454,27 @@ impl Counter {
     #[doc(alias = "fi_cntr_read")]
     #[inline]
     pub fn read(&self) -> Result<u64> {
+        if !T::LOCKED {
+            return self.read_serialized();
+        }
         let _progress = self.inner.progress_guard("fi_cntr_read")?;
         // SAFETY: fi_cntr_read(3) on the open counter; no endpoint bound
         // to it is being enabled or closed (the guard).
+        let count = unsafe { sys::fi_cntr_read(self.inner.fid.as_ptr()) };
+        Ok(self.widened(count))
+    }
+
+    /// [`read`](Self::read) under a serialized threading model: without
+    /// the progress guard, which only excludes an enable or close of a
+    /// bound endpoint on another thread (every handle of the domain is on
+    /// this one).
+    #[inline(always)]
+    fn read_serialized(&self) -> Result<u64> {
+        if self.inner.broken.load(Ordering::Acquire) != 0 {
+            return Err(refused_progress("fi_cntr_read"));
+        }
+        // SAFETY: fi_cntr_read(3) on the open counter; no endpoint bound
+        // to it is being enabled or closed: they are all on this thread.
         let count = unsafe { sys::fi_cntr_read(self.inner.fid.as_ptr()) };
         Ok(self.widened(count))
     }
@@ -641,12 +687,9 @@ impl Counter {
     /// [`Error::Call`] when `fi_close` fails. The counter comes back with
     /// the error, still open.
     pub fn close(self) -> Handback<Self> {
-        close_last(
-            self.inner,
-            ObjectKind::Counter,
-            |inner| Counter { inner },
-            |i| i.fid.close(),
-        )
+        close_last(self.inner, ObjectKind::Counter, Counter::from_inner, |i| {
+            i.fid.close()
+        })
     }
 }
 
@@ -682,9 +725,9 @@ fn getwait_fd(fid: *mut sys::fid) -> Result<RawFd> {
     Ok(fd)
 }
 
-impl sealed::Sealed for Counter {}
+impl<T: ThreadModel> sealed::Sealed for Counter<T> {}
 
-impl Waitable for Counter {
+impl<T: ThreadModel> Waitable for Counter<T> {
     fn wait_fid(&self) -> *mut sys::fid {
         self.inner.fid.fid()
     }
@@ -701,6 +744,9 @@ impl Waitable for Counter {
     }
     fn progress_lock(&self, _: sealed::Token) -> Option<&RwLock<()>> {
         Some(&self.inner.lifecycle)
+    }
+    fn thread_safe(&self, _: sealed::Token) -> bool {
+        T::LOCKED
     }
     fn wait_poison(&self, _: sealed::Token) -> Option<&AtomicBool> {
         Some(&self.inner.wait_poisoned)
@@ -730,13 +776,13 @@ impl Waitable for Counter {
     }
 }
 
-impl crate::poll::Pollable for Counter {
+impl<T: ThreadModel> crate::poll::Pollable for Counter<T> {
     fn poll_member(&self, _: sealed::Token) -> crate::poll::PollMember {
         crate::poll::PollMember(self.inner.clone())
     }
 }
 
-impl fmt::Debug for Counter {
+impl<T: ThreadModel> fmt::Debug for Counter<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Counter")
             .field("fid", &self.fid())

@@ -25,6 +25,7 @@ use crate::error::{
 };
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
+use crate::threading::{ThreadModel, ThreadSafe};
 use crate::wait::{
     open_with_default_wait, query_wait_obj, refuse_poisoned, refused_progress, resolved_wait_obj,
     sealed, timeout_ms, trywait_raw, Deadline, TryWait, WaitObj, WaitSet, WaitSetInner, Waitable,
@@ -821,14 +822,40 @@ impl CqInner {
     }
 }
 
-/// An open completion queue of format `F`. Cloning gives another handle;
-/// endpoints bound to it hold one, so it stays open while they exist.
-pub struct CompletionQueue<F: Format> {
-    pub(crate) inner: Arc<CqInner>,
-    _format: PhantomData<F>,
+impl CqInner {
+    /// [`counted_read`](Self::counted_read) without the progress guard,
+    /// for the serialized threading models: every handle of the domain is
+    /// on the calling thread, so no endpoint bound to the queue is being
+    /// enabled or closed meanwhile, which is all the guard excludes.
+    #[inline(always)]
+    pub(crate) fn counted_read_serialized(
+        &self,
+        read: impl FnOnce() -> Result<isize>,
+    ) -> Result<(isize, u64)> {
+        let awaiting = self.epochs.awaiting();
+        if Epochs::refused(awaiting) {
+            return Err(refused_progress("fi_cq_read"));
+        }
+        let ret = read()?;
+        if ret > 0 {
+            return Ok((ret, self.epochs.enter()));
+        }
+        if is_again(ret) && awaiting != 0 {
+            self.epochs.read_empty(awaiting, &self.lifecycle);
+        }
+        Ok((ret, 0))
+    }
 }
 
-impl<F: Format> Clone for CompletionQueue<F> {
+/// An open completion queue of format `F`, of a domain of threading model
+/// `T` (see [`Domain`]). Cloning gives another handle; endpoints bound to
+/// it hold one, so it stays open while they exist.
+pub struct CompletionQueue<F: Format, T: ThreadModel = ThreadSafe> {
+    pub(crate) inner: Arc<CqInner>,
+    _format: PhantomData<(F, T)>,
+}
+
+impl<F: Format, T: ThreadModel> Clone for CompletionQueue<F, T> {
     fn clone(&self) -> Self {
         CompletionQueue {
             inner: self.inner.clone(),
@@ -837,7 +864,7 @@ impl<F: Format> Clone for CompletionQueue<F> {
     }
 }
 
-impl<F: Format> CompletionQueue<F> {
+impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     /// `fi_cq_open` with format `F`.
     ///
     /// # Errors
@@ -848,8 +875,9 @@ impl<F: Format> CompletionQueue<F> {
     /// shm), or one the provider refuses; [`Error::ForeignObject`] for a wait
     /// set of another fabric; [`Error::Call`] when `fi_cq_open` fails.
     #[doc(alias = "fi_cq_open")]
-    pub fn open(domain: &Domain, attr: &CqAttr) -> Result<Self> {
+    pub fn open(domain: &Domain<T>, attr: &CqAttr) -> Result<Self> {
         check_queue_size("completion queue size", attr.size)?;
+        domain.inner.run_deferred();
         // Normalised again (the builder did already) and refused when
         // unknown or FI_WAIT_YIELD: every check below and the C call see the
         // same named wait object.
@@ -862,6 +890,15 @@ impl<F: Format> CompletionQueue<F> {
         };
         let wait_obj = wait_obj.checked("completion queue")?;
         if let Some(set) = &attr.wait_set {
+            if !T::LOCKED {
+                // A wait set is Send and Sync, and its fi_wait runs the
+                // progress of its queues on whatever thread calls it.
+                return Err(Error::InvalidArgument(
+                    "a completion queue of a FI_THREAD_DOMAIN or FI_THREAD_COMPLETION domain \
+                     cannot join a wait set (which any thread may wait on)"
+                        .into(),
+                ));
+            }
             if !set.belongs_to(&domain.inner.fabric) {
                 return Err(Error::ForeignObject {
                     call: "fi_cq_open",
@@ -1030,13 +1067,20 @@ impl<F: Format> CompletionQueue<F> {
         if count == 0 {
             return Ok((Errno::AGAIN.to_ret(), 0));
         }
-        self.inner.counted_read(|| {
+        let read = || {
             // SAFETY: fi_cq_read(3) writes at most count entries of the
             // CQ's format into buf, whose element type is that format's
             // struct; no endpoint bound to the queue is being enabled or
-            // closed (counted_read holds the progress guard).
+            // closed (counted_read holds the progress guard; or, under a
+            // serialized model, every handle of the domain is on this
+            // thread, where no enable or close is running).
             Ok(unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) })
-        })
+        };
+        if T::LOCKED {
+            self.inner.counted_read(read)
+        } else {
+            self.inner.counted_read_serialized(read)
+        }
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
@@ -1055,7 +1099,7 @@ impl<F: Format> CompletionQueue<F> {
         if count == 0 {
             return Ok(CqRead::Empty);
         }
-        let (ret, epoch) = self.inner.counted_read(|| {
+        let read = || {
             // SAFETY: as read; src_addr receives count fi_addr_t values
             // (Addr is a transparent u64).
             Ok(unsafe {
@@ -1066,7 +1110,12 @@ impl<F: Format> CompletionQueue<F> {
                     addrs.as_mut_ptr().cast(),
                 )
             })
-        })?;
+        };
+        let (ret, epoch) = if T::LOCKED {
+            self.inner.counted_read(read)?
+        } else {
+            self.inner.counted_read_serialized(read)?
+        };
         self.finish(decode(
             ret,
             epoch,
@@ -1430,9 +1479,9 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
     Err(Error::from_ret(call, ret))
 }
 
-impl<F: Format> sealed::Sealed for CompletionQueue<F> {}
+impl<F: Format, T: ThreadModel> sealed::Sealed for CompletionQueue<F, T> {}
 
-impl<F: Format> Waitable for CompletionQueue<F> {
+impl<F: Format, T: ThreadModel> Waitable for CompletionQueue<F, T> {
     fn wait_fid(&self) -> *mut sys::fid {
         self.inner.fid.fid()
     }
@@ -1450,17 +1499,21 @@ impl<F: Format> Waitable for CompletionQueue<F> {
     fn progress_lock(&self, _: sealed::Token) -> Option<&RwLock<()>> {
         Some(&self.inner.lifecycle)
     }
+    fn thread_safe(&self, _: sealed::Token) -> bool {
+        T::LOCKED
+    }
     fn wait_poison(&self, _: sealed::Token) -> Option<&std::sync::atomic::AtomicBool> {
         Some(&self.inner.wait_poisoned)
     }
 }
 
-impl<F: Format> fmt::Debug for CompletionQueue<F> {
+impl<F: Format, T: ThreadModel> fmt::Debug for CompletionQueue<F, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CompletionQueue")
             .field("fid", &self.fid())
             .field("format", &F::FORMAT)
             .field("wait_obj", &self.inner.wait_obj)
+            .field("threading", &T::THREADING)
             .finish()
     }
 }

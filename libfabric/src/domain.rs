@@ -4,10 +4,16 @@
 use crate::error::{Error, Handback, ObjectKind, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
-use crate::info::{Info, InfoEntry, Threading};
+use crate::info::{Info, InfoEntry};
+use crate::threading::{ThreadModel, ThreadSafe};
 use libfabric_sys::fabric as sys;
+use std::marker::PhantomData;
 use std::ptr;
 use std::sync::Arc;
+
+/// A close parked by a thread other than the domain's (see
+/// [`DomainInner::close_on_owner`]).
+pub(crate) type DeferredClose = Box<dyn FnOnce() + Send>;
 
 pub(crate) struct DomainInner {
     pub(crate) fid: OwnedFid<sys::fid_domain>,
@@ -24,6 +30,11 @@ pub(crate) struct DomainInner {
     /// The domain's open endpoints and the memory of closed regions that
     /// waits for them (see [`Retired`]).
     pub(crate) retired: std::sync::Mutex<Retired>,
+    /// The thread its handles live on, for the serialized models: the one
+    /// that opened it (its handles are neither `Send` nor `Sync`).
+    pub(crate) owner: Option<std::thread::ThreadId>,
+    /// Closes parked by other threads, done on the owner's thread.
+    pub(crate) deferred: std::sync::Mutex<Vec<DeferredClose>>,
 }
 
 /// Memory of memory regions that were closed (`fi_close` of the MR) while
@@ -112,6 +123,13 @@ impl Retired {
 
 impl Drop for DomainInner {
     fn drop(&mut self) {
+        // The last handle of the domain is gone, so no object of it is in
+        // use on any thread (each holds an Arc of this): the parked closes
+        // are serialized here whatever the thread.
+        let deferred = std::mem::take(self.deferred.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for close in deferred {
+            close();
+        }
         // An endpoint whose close failed stays open in the provider (its
         // id stays in the set): memory parked for it may still be reached
         // through it, so it is leaked rather than freed.
@@ -134,6 +152,43 @@ impl DomainInner {
         self.retired.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether a provider call on an object of the domain may be made on
+    /// this thread right now, from a path that is not a handle's (a `Drop`
+    /// reached through a `Send` value): always under `FI_THREAD_SAFE`,
+    /// only on the owner's thread under the serialized models.
+    pub(crate) fn callable_here(&self) -> bool {
+        self.owner
+            .is_none_or(|owner| owner == std::thread::current().id())
+    }
+
+    /// Runs `close` now where [`callable_here`](Self::callable_here), else
+    /// parks it for the owner's thread: its next opening of an object,
+    /// close of an endpoint, [`Domain::run_deferred`], or the domain's own
+    /// close.
+    pub(crate) fn close_on_owner(&self, close: impl FnOnce() + Send + 'static) {
+        if self.callable_here() {
+            close();
+        } else {
+            self.deferred
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Box::new(close));
+        }
+    }
+
+    /// Runs the closes other threads parked. Only on the owner's thread
+    /// (the callers are handle methods of the domain's objects, which live
+    /// there).
+    pub(crate) fn run_deferred(&self) {
+        if self.owner.is_none() {
+            return;
+        }
+        let parked = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|e| e.into_inner()));
+        for close in parked {
+            close();
+        }
+    }
+
     /// An endpoint of the domain closed: the memory that waited for it is
     /// dropped, outside the lock.
     pub(crate) fn endpoint_closed(&self, id: u64) {
@@ -144,10 +199,23 @@ impl DomainInner {
 
 /// An open domain. It keeps its fabric open.
 ///
-/// Domains are opened only with the `FI_THREAD_SAFE` threading model (the
-/// default of [`Hints`](crate::info::Hints)): under it fi_domain(3) lets any
-/// thread use any object at any time, which is what makes this crate's
-/// objects `Send` and `Sync` without locks of their own.
+/// `T` is the domain's threading model ([`threading`](crate::threading)),
+/// carried by every object opened from it:
+/// - [`ThreadSafe`] (`FI_THREAD_SAFE`, the default, asked for by
+///   [`Hints::new`](crate::info::Hints::new)): fi_domain(3) lets any thread
+///   use any object at any time, which is what makes the domain and its
+///   objects `Send` and `Sync` without locks of their own. Opened with
+///   [`Domain::open`].
+/// - [`ThreadDomain`](crate::ThreadDomain) (`FI_THREAD_DOMAIN`): the
+///   application serializes access to all objects of the domain. The
+///   domain and its objects are neither `Send` nor `Sync`, so they all stay
+///   on the thread that opened the domain, and that serializes them; the
+///   provider then leaves its locks out, and so do this crate's reads.
+/// - [`ThreadCompletion`](crate::ThreadCompletion) (`FI_THREAD_COMPLETION`):
+///   encoded like `ThreadDomain`.
+///
+/// The serialized models are opened with [`Domain::open_model`] from an
+/// `fi_info` asked for with [`Hints::threading`](crate::info::Hints::threading).
 ///
 /// ```
 /// use libfabric::{info::{getinfo, Hints}, Domain, Fabric};
@@ -158,27 +226,130 @@ impl DomainInner {
 /// assert_eq!(domain.info().provider(), info.provider());
 /// # Ok::<(), libfabric::Error>(())
 /// ```
-#[derive(Clone)]
-pub struct Domain {
+///
+/// A domain driven from one thread, with a send and a receive over an
+/// `FI_THREAD_DOMAIN` reliable endpoint (udp;ofi_rxd):
+///
+/// ```
+/// use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
+/// use libfabric::info::{getinfo, Caps, EpType, Hints, Threading};
+/// use libfabric::{AddressVector, BufferPool, CompletionQueue, Domain, Endpoint, Fabric, ThreadDomain};
+/// use libfabric::{av::AvType, ep::CqBind};
+/// let hints = Hints::new().provider("udp;ofi_rxd").ep_type(EpType::Rdm).caps(Caps::MSG)
+///     .threading(Threading::Domain);
+/// let list = getinfo(&hints)?;
+/// let info = list.first().unwrap();
+/// let fabric = Fabric::open(info)?;
+/// let domain = Domain::<ThreadDomain>::open_model(&fabric, info)?;
+/// let cq = CompletionQueue::<Msg, _>::open(&domain, &CqAttr::new())?;
+/// let av = AddressVector::open(&domain, AvType::Table, 4)?;
+/// let ep = Endpoint::open(&domain, info)?;
+/// ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV)?;
+/// ep.bind_av(&av)?;
+/// ep.enable()?;
+/// let me = av.insert(&ep.name()?)?;
+/// let pool = BufferPool::new(&domain, 4, 64)?;
+/// ep.recv(pool.take().unwrap()).map_err(|(_, e)| e)?;
+/// let mut ping = pool.take().unwrap();
+/// ping[..4].copy_from_slice(b"ping");
+/// ep.send_to(ping, 4, me).map_err(|(_, e)| e)?;
+/// let mut entries: [MsgEntry; 8] = Default::default();
+/// let mut got = None;
+/// for _ in 0..1_000_000 {
+///     if let CqRead::Completions(done) = cq.read(&mut entries)? {
+///         for c in &done {
+///             if let Some(buffer) = pool.reclaim(c) {
+///                 if c.flags().contains(libfabric::cq::CompletionFlags::RECV) {
+///                     got = Some(buffer[..c.len()].to_vec());
+///                 }
+///             }
+///         }
+///     }
+///     if got.is_some() { break; }
+/// }
+/// assert_eq!(got.as_deref(), Some(&b"ping"[..]));
+/// # Ok::<(), libfabric::Error>(())
+/// ```
+pub struct Domain<T: ThreadModel = ThreadSafe> {
     pub(crate) inner: Arc<DomainInner>,
+    pub(crate) _model: PhantomData<T>,
 }
 
-impl Domain {
-    /// `fi_domain`: opens the domain that `info` names on `fabric`.
+impl<T: ThreadModel> Clone for Domain<T> {
+    fn clone(&self) -> Self {
+        Domain::from_inner(self.inner.clone())
+    }
+}
+
+impl Domain<ThreadSafe> {
+    /// `fi_domain`: opens the `FI_THREAD_SAFE` domain that `info` names on
+    /// `fabric` (see [`open_model`](Self::open_model) for the other models).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `info`'s threading model is not
-    /// `FI_THREAD_SAFE` or its memory registration mode has `FI_MR_ENDPOINT`;
-    /// [`Error::ForeignObject`] for an `fi_info` of another provider or
-    /// fabric; [`Error::Call`] when `fi_dupinfo` or `fi_domain` fails.
+    /// As [`open_model`](Self::open_model): [`Error::InvalidArgument`] when
+    /// `info`'s threading model is not `FI_THREAD_SAFE`.
     #[doc(alias = "fi_domain")]
     pub fn open(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
-        if info.threading() != Threading::Safe {
+        Self::open_model(fabric, info)
+    }
+}
+
+impl<T: ThreadModel> Domain<T> {
+    /// A handle of the model `T` over `inner`. The caller knows `inner` was
+    /// opened as a `Domain<T>`.
+    pub(crate) fn from_inner(inner: Arc<DomainInner>) -> Self {
+        Domain {
+            inner,
+            _model: PhantomData,
+        }
+    }
+
+    /// `fi_domain` with the threading model `T`: opens the domain that
+    /// `info` names on `fabric`, as a `Domain<T>`. `info`'s threading model
+    /// (asked for with [`Hints::threading`](crate::info::Hints::threading))
+    /// must give what `T` lets safe code do: `FI_THREAD_SAFE` for
+    /// [`ThreadSafe`]; `FI_THREAD_DOMAIN` or any stronger model for
+    /// [`ThreadDomain`](crate::ThreadDomain); `FI_THREAD_COMPLETION` or
+    /// stronger for [`ThreadCompletion`](crate::ThreadCompletion). The
+    /// provider is given `info`'s model.
+    ///
+    /// ```
+    /// use libfabric::info::{getinfo, EpType, Hints, Threading};
+    /// use libfabric::{Domain, Error, Fabric, ThreadDomain, ThreadSafe};
+    /// let list = getinfo(&Hints::new().provider("udp;ofi_rxd").ep_type(EpType::Rdm)
+    ///     .threading(Threading::Domain))?;
+    /// let info = list.first().unwrap();
+    /// let fabric = Fabric::open(info)?;
+    /// let domain = Domain::<ThreadDomain>::open_model(&fabric, info)?;
+    /// // an FI_THREAD_DOMAIN fi_info cannot give Send + Sync objects:
+    /// assert!(matches!(Domain::<ThreadSafe>::open_model(&fabric, info), Err(Error::InvalidArgument(_))));
+    /// # drop(domain);
+    /// # Ok::<(), libfabric::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `info`'s threading model does not
+    /// give what `T` needs, or its memory registration mode has
+    /// `FI_MR_ENDPOINT`; [`Error::ForeignObject`] for an `fi_info` of
+    /// another provider or fabric; [`Error::Call`] when `fi_dupinfo` or
+    /// `fi_domain` fails.
+    #[doc(alias = "fi_domain")]
+    pub fn open_model(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
+        if !T::accepts(info.threading()) {
             return Err(Error::InvalidArgument(
                 format!(
-                    "the domain's threading model is {:?}; this crate needs FI_THREAD_SAFE \
-                     (the default of Hints)",
-                    info.threading()
+                    "the domain's threading model is {:?}; a Domain<{}> needs {} \
+                     (ask for it with Hints::threading)",
+                    info.threading(),
+                    std::any::type_name::<T>()
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or("?"),
+                    match T::THREADING {
+                        crate::info::Threading::Safe => "FI_THREAD_SAFE (the default of Hints)",
+                        crate::info::Threading::Domain => "FI_THREAD_DOMAIN or stronger",
+                        _ => "FI_THREAD_COMPLETION or stronger",
+                    }
                 )
                 .into(),
             ));
@@ -207,23 +378,44 @@ impl Domain {
             )
         };
         let fid = OwnedFid::opened("fi_domain", ret, raw)?;
-        Ok(Domain {
-            inner: Arc::new(DomainInner {
-                fid,
-                info,
-                fabric: fabric.inner.clone(),
-                next_key: std::sync::atomic::AtomicU64::new(1),
-                fd_cqs: std::sync::atomic::AtomicBool::new(false),
-                fd_counters: std::sync::atomic::AtomicBool::new(false),
-                retired: std::sync::Mutex::new(Retired::default()),
-            }),
-        })
+        Ok(Domain::from_inner(Arc::new(DomainInner {
+            fid,
+            info,
+            fabric: fabric.inner.clone(),
+            next_key: std::sync::atomic::AtomicU64::new(1),
+            fd_cqs: std::sync::atomic::AtomicBool::new(false),
+            fd_counters: std::sync::atomic::AtomicBool::new(false),
+            retired: std::sync::Mutex::new(Retired::default()),
+            owner: (!T::LOCKED).then(|| std::thread::current().id()),
+            deferred: std::sync::Mutex::new(Vec::new()),
+        })))
     }
 
     /// The `fi_info` the domain was opened with.
     #[must_use]
     pub fn info(&self) -> &InfoEntry {
         &self.inner.info
+    }
+
+    /// How many closes of objects of the domain other threads parked (see
+    /// the [`threading`](crate::threading) module): a
+    /// [`BufferPool`](crate::BufferPool) whose last handle went on a thread
+    /// other than a serialized domain's has its memory region closed on
+    /// the domain's thread. Always 0 for [`ThreadSafe`].
+    #[must_use]
+    pub fn deferred_closes(&self) -> usize {
+        self.inner
+            .deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Does the closes other threads parked (see
+    /// [`deferred_closes`](Self::deferred_closes)) now. Opening an object of
+    /// the domain, closing an endpoint and closing the domain do it too.
+    pub fn run_deferred(&self) {
+        self.inner.run_deferred();
     }
 
     /// The fabric it belongs to.
@@ -274,12 +466,10 @@ impl Domain {
     /// [`Error::Call`] when `fi_close` fails. The domain comes back with the
     /// error, still open.
     pub fn close(self) -> Handback<Self> {
-        close_last(
-            self.inner,
-            ObjectKind::Domain,
-            |inner| Domain { inner },
-            |i| i.fid.close(),
-        )
+        close_last(self.inner, ObjectKind::Domain, Domain::from_inner, |i| {
+            i.run_deferred();
+            i.fid.close()
+        })
     }
 }
 
@@ -298,11 +488,12 @@ impl DomainInner {
     }
 }
 
-impl std::fmt::Debug for Domain {
+impl<T: ThreadModel> std::fmt::Debug for Domain<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Domain")
             .field("provider", &self.info().provider())
             .field("name", &self.info().domain_name())
+            .field("threading", &T::THREADING)
             .finish()
     }
 }

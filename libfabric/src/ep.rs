@@ -89,6 +89,7 @@ use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
 use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Caps, EpType, Info, InfoEntry};
+use crate::threading::{ThreadModel, ThreadSafe};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
 use std::fmt;
@@ -239,11 +240,28 @@ pub(crate) struct EpInner {
     av: OnceLock<Arc<AvInner>>,
     pending: Mutex<Option<PendingAccept>>,
     domain: Arc<DomainInner>,
+    /// Under a serialized threading model, the connection events its event
+    /// queue saw (`CONNECTED`, `DISCONNECTED`), and `CONNECTING` mirrored
+    /// from `state`: the queue, which any thread may read, records them
+    /// here rather than holding (and maybe dropping last, closing) the
+    /// endpoint itself; the endpoint takes them in on its own thread
+    /// (`Endpoint::take_in_events`).
+    conn_events: Option<Arc<AtomicU32>>,
 }
 
 // SAFETY: the raw handle in PendingAccept is only passed to fi_reject on
 // the FI_THREAD_SAFE passive endpoint it belongs to, under the mutex.
 unsafe impl Send for PendingAccept {}
+
+/// Applies an `FI_CONNECTED` (`connected`) or `FI_SHUTDOWN` to a state
+/// word (an endpoint's, or its event record: see `EpInner::conn_events`).
+pub(crate) fn record_connection_event(state: &AtomicU32, connected: bool) {
+    if !connected {
+        state.fetch_or(DISCONNECTED, Ordering::AcqRel);
+    } else if state.load(Ordering::Acquire) & CONNECTING != 0 {
+        state.fetch_or(CONNECTED, Ordering::AcqRel);
+    }
+}
 
 impl EpInner {
     /// A connectionless endpoint closed without an address vector crashes
@@ -252,13 +270,13 @@ impl EpInner {
     /// 1.17, a NULL dereference). One never bound to an AV (and so never
     /// enabled) gets a one-entry AV of its domain bound just before it
     /// closes; the AV closes after it.
-    fn av_for_close(&mut self) -> Option<AddressVector> {
+    fn av_for_close(&mut self) -> Option<AddressVector<ThreadSafe>> {
         if !self.fid.is_open() || !self.connectionless || *self.state.get_mut() & AV_GIVEN != 0 {
             return None;
         }
-        let domain = Domain {
-            inner: self.domain.clone(),
-        };
+        // A handle used for this one call, here, on the thread the endpoint
+        // is closed on (its domain's, for a serialized domain).
+        let domain = Domain::<ThreadSafe>::from_inner(self.domain.clone());
         let av = AddressVector::open(&domain, crate::av::AvType::Table, 1).ok()?;
         // SAFETY: fi_ep_bind(3) of two open objects of one domain, before
         // fi_enable (this endpoint was never enabled: enabling needs an AV).
@@ -280,10 +298,22 @@ impl EpInner {
     /// send before its connection is up looks the connection up or fails
     /// with `-FI_ENOENT`, `sock_ep.c` 1854-1895.)
     pub(crate) fn connection_event(&self, connected: bool) {
-        if !connected {
-            self.state.fetch_or(DISCONNECTED, Ordering::AcqRel);
-        } else if self.state.load(Ordering::Acquire) & CONNECTING != 0 {
-            self.state.fetch_or(CONNECTED, Ordering::AcqRel);
+        record_connection_event(&self.state, connected);
+    }
+
+    /// Sets or clears `CONNECTING`, in the event record too.
+    fn set_connecting(&self, on: bool) -> u32 {
+        if let Some(events) = &self.conn_events {
+            if on {
+                events.fetch_or(CONNECTING, Ordering::AcqRel);
+            } else {
+                events.fetch_and(!CONNECTING, Ordering::AcqRel);
+            }
+        }
+        if on {
+            self.state.fetch_or(CONNECTING, Ordering::AcqRel)
+        } else {
+            self.state.fetch_and(!CONNECTING, Ordering::AcqRel)
         }
     }
 
@@ -334,6 +364,9 @@ impl EpInner {
         // Closed: memory of regions closed while it was open no longer
         // waits for it (see domain::Retired).
         self.domain.endpoint_closed(self.id);
+        // On the domain's thread (an endpoint of a serialized domain is
+        // closed where its handles live): closes other threads parked.
+        self.domain.run_deferred();
         Ok(())
     }
 }
@@ -508,9 +541,19 @@ fn poison_waits(cqs: &[Option<(Arc<CqInner>, CqBind)>; 2], cntrs: &[(Arc<CntrInn
 /// back with the error (a [`Handback`]): nothing is lost.
 /// [`Error::is_again`] means the queue is full: read completions and post
 /// the buffer again.
-#[derive(Clone)]
-pub struct Endpoint {
+///
+/// `T` is the threading model of its domain (see [`Domain`]):
+/// the objects bound to it are of the same model, and under the serialized
+/// models it is neither `Send` nor `Sync`.
+pub struct Endpoint<T: ThreadModel = ThreadSafe> {
     pub(crate) inner: Arc<EpInner>,
+    _model: std::marker::PhantomData<T>,
+}
+
+impl<T: ThreadModel> Clone for Endpoint<T> {
+    fn clone(&self) -> Self {
+        Endpoint::from_inner(self.inner.clone())
+    }
 }
 
 /// `FI_OPT_CM_DATA_SIZE` of an endpoint or passive endpoint.
@@ -705,7 +748,15 @@ fn bad_address(call: &'static str, addr: Addr) -> Error {
     )
 }
 
-impl Endpoint {
+impl<T: ThreadModel> Endpoint<T> {
+    /// A handle of the model `T` over `inner`, opened as an `Endpoint<T>`.
+    pub(crate) fn from_inner(inner: Arc<EpInner>) -> Self {
+        Endpoint {
+            inner,
+            _model: std::marker::PhantomData,
+        }
+    }
+
     /// `fi_endpoint`: opens an endpoint described by `info` (from
     /// `getinfo`; to accept a connection request use
     /// [`from_request`](Self::from_request)).
@@ -715,7 +766,7 @@ impl Endpoint {
     /// fabric or domain; [`Error::InvalidArgument`] for a connection
     /// request's.
     #[doc(alias = "fi_endpoint")]
-    pub fn open(domain: &Domain, info: &InfoEntry) -> Result<Self> {
+    pub fn open(domain: &Domain<T>, info: &InfoEntry) -> Result<Self> {
         if info.has_handle() {
             return Err(Error::InvalidArgument(
                 "this fi_info carries a connection request's handle: open the endpoint with \
@@ -737,7 +788,7 @@ impl Endpoint {
     /// [`Error::ForeignObject`] when `domain` is not of the provider and
     /// fabric the request arrived on.
     pub fn from_request(
-        domain: &Domain,
+        domain: &Domain<T>,
         request: ConnRequest,
     ) -> std::result::Result<Self, (ConnRequest, Error)> {
         let same_fabric = request
@@ -765,7 +816,7 @@ impl Endpoint {
     /// `fi_endpoint` with an owned fi_info, handed back on failure.
     #[allow(clippy::type_complexity)]
     fn open_owned(
-        domain: &Domain,
+        domain: &Domain<T>,
         info: Info,
         source: Option<RequestSource>,
     ) -> std::result::Result<Self, (Error, Info, Option<RequestSource>)> {
@@ -782,6 +833,7 @@ impl Endpoint {
         // Counted open from before fi_endpoint, under the domain's retired
         // lock: a memory region closing meanwhile waits for this endpoint
         // too (see domain::Retired).
+        domain.inner.run_deferred();
         domain.inner.retired().opening(id);
         let mut raw = ptr::null_mut();
         // SAFETY: fi_endpoint(3) with an open domain and an fi_info of its
@@ -829,21 +881,20 @@ impl Endpoint {
             },
             None => None,
         };
-        Ok(Endpoint {
-            inner: Arc::new(EpInner {
-                fid,
-                id,
-                connectionless: ep_type != EpType::Msg,
-                inject_size: info.inject_size(),
-                cq_data_size: info.cq_data_size(),
-                info,
-                state: AtomicU32::new(state),
-                bound: Mutex::new(Bound::default()),
-                av: OnceLock::new(),
-                pending: Mutex::new(pending),
-                domain: domain.inner.clone(),
-            }),
-        })
+        Ok(Endpoint::from_inner(Arc::new(EpInner {
+            fid,
+            id,
+            connectionless: ep_type != EpType::Msg,
+            inject_size: info.inject_size(),
+            cq_data_size: info.cq_data_size(),
+            info,
+            state: AtomicU32::new(state),
+            bound: Mutex::new(Bound::default()),
+            av: OnceLock::new(),
+            pending: Mutex::new(pending),
+            domain: domain.inner.clone(),
+            conn_events: (!T::LOCKED).then(Arc::default),
+        })))
     }
 
     fn raw(&self) -> *mut sys::fid_ep {
@@ -854,11 +905,43 @@ impl Endpoint {
     /// connection is not shut down.
     #[inline(always)]
     fn ready(&self, call: &'static str, need: u32) -> Result<()> {
+        if !T::LOCKED {
+            // A shutdown the event queue recorded must stop this post: the
+            // record is looked at first (one load) on serialized endpoints.
+            self.take_in_events();
+        }
+        let state = self.inner.state.load(Ordering::Acquire);
+        if state & (need | DISCONNECTED) != need {
+            return self.ready_after_events(call, need);
+        }
+        Ok(())
+    }
+
+    /// [`ready`](Self::ready) once more after the connection events an
+    /// event queue recorded for a serialized endpoint are taken in.
+    #[cold]
+    #[inline(never)]
+    fn ready_after_events(&self, call: &'static str, need: u32) -> Result<()> {
+        self.take_in_events();
         let state = self.inner.state.load(Ordering::Acquire);
         if state & (need | DISCONNECTED) != need {
             return Err(not_ready(call, state, need));
         }
         Ok(())
+    }
+
+    /// Takes in the connection events recorded for a serialized endpoint
+    /// (see `EpInner::conn_events`); nothing for a thread-safe one.
+    #[inline(always)]
+    fn take_in_events(&self) {
+        if let Some(events) = &self.inner.conn_events {
+            // The queue records CONNECTED only while CONNECTING is set in
+            // the record, as `connection_event` does in the state.
+            let seen = events.load(Ordering::Acquire) & (CONNECTED | DISCONNECTED);
+            if seen & !self.inner.state.load(Ordering::Acquire) != 0 {
+                self.inner.state.fetch_or(seen, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Checks a peer address: a live entry of the bound AV on connectionless
@@ -949,7 +1032,10 @@ impl Endpoint {
         }
         eq.inner.registry.insert(
             self.fid(),
-            RegisteredObject::Endpoint(Arc::downgrade(&self.inner)),
+            match &self.inner.conn_events {
+                None => RegisteredObject::Endpoint(Arc::downgrade(&self.inner)),
+                Some(events) => RegisteredObject::Serialized(events.clone()),
+            },
         );
         bound.eq = Some(eq.inner.clone());
         self.inner.state.fetch_or(EQ, Ordering::Release);
@@ -967,7 +1053,7 @@ impl Endpoint {
     /// [`Error::State`] after `enable` or when a queue is already bound for
     /// a direction; [`Error::InvalidArgument`] for flags other than
     /// `TRANSMIT` and `RECV`, or none.
-    pub fn bind_cq<F: Format>(&self, cq: &CompletionQueue<F>, flags: CqBind) -> Result<()> {
+    pub fn bind_cq<F: Format>(&self, cq: &CompletionQueue<F, T>, flags: CqBind) -> Result<()> {
         if !Arc::ptr_eq(&cq.inner.domain, &self.inner.domain) {
             return Err(Error::ForeignObject {
                 call: "fi_ep_bind",
@@ -1053,7 +1139,7 @@ impl Endpoint {
     /// # Ok::<(), libfabric::Error>(())
     /// ```
     #[doc(alias = "fi_ep_bind")]
-    pub fn bind_cntr(&self, cntr: &Counter, flags: CntrBind) -> Result<()> {
+    pub fn bind_cntr(&self, cntr: &Counter<T>, flags: CntrBind) -> Result<()> {
         if !Arc::ptr_eq(&cntr.inner.domain, &self.inner.domain) {
             return Err(Error::ForeignObject {
                 call: "fi_ep_bind",
@@ -1114,7 +1200,7 @@ impl Endpoint {
     /// # Errors
     /// [`Error::ForeignObject`] for a vector of another domain;
     /// [`Error::State`] after `enable` or when one is already bound.
-    pub fn bind_av(&self, av: &AddressVector) -> Result<()> {
+    pub fn bind_av(&self, av: &AddressVector<T>) -> Result<()> {
         if !Arc::ptr_eq(&av.inner.domain, &self.inner.domain) {
             return Err(Error::ForeignObject {
                 call: "fi_ep_bind",
@@ -1332,7 +1418,7 @@ impl Endpoint {
             });
         }
         self.ready(call, ENABLED | EQ)?;
-        if self.inner.state.fetch_or(CONNECTING, Ordering::AcqRel) & CONNECTING != 0 {
+        if self.inner.set_connecting(true) & CONNECTING != 0 {
             return Err(Error::State {
                 call,
                 reason: "the endpoint already connected or accepted",
@@ -1391,7 +1477,7 @@ impl Endpoint {
             // made (tcp goes back to idle, `prov/tcp/src/tcpx_ep.c` 174-178;
             // sockets frees its request, `prov/sockets/src/sock_ep_msg.c`
             // 540-547).
-            self.inner.state.fetch_and(!CONNECTING, Ordering::AcqRel);
+            self.inner.set_connecting(false);
         }
         check("fi_connect", ret)
     }
@@ -1422,7 +1508,7 @@ impl Endpoint {
             // The provider consumed the handle.
             *pending = None;
         } else {
-            self.inner.state.fetch_and(!CONNECTING, Ordering::AcqRel);
+            self.inner.set_connecting(false);
         }
         check("fi_accept", ret)
     }
@@ -1436,6 +1522,7 @@ impl Endpoint {
     /// [`Error::State`] before a connect or accept.
     #[doc(alias = "fi_shutdown")]
     pub fn shutdown(&self) -> Result<()> {
+        self.take_in_events();
         let need = ENABLED | EQ | CONNECTING;
         if self.inner.state.load(Ordering::Acquire) & need != need {
             return Err(Error::State {
@@ -1724,13 +1811,13 @@ impl Endpoint {
         close_last(
             self.inner,
             ObjectKind::Endpoint,
-            |inner| Endpoint { inner },
+            Endpoint::from_inner,
             EpInner::close_fid,
         )
     }
 }
 
-impl fmt::Debug for Endpoint {
+impl<T: ThreadModel> fmt::Debug for Endpoint<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Endpoint")
             .field("fid", &self.fid())

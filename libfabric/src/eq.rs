@@ -151,6 +151,9 @@ struct RegistryEntries {
 pub(crate) enum RegisteredObject {
     Endpoint(Weak<crate::ep::EpInner>),
     Passive(Weak<crate::pep::PepInner>),
+    /// An endpoint of a serialized domain (see `EpInner::conn_events`):
+    /// only its event record, so that no other thread holds the endpoint.
+    Serialized(Arc<std::sync::atomic::AtomicU32>),
 }
 
 impl RegisteredObject {
@@ -158,6 +161,8 @@ impl RegisteredObject {
         match self {
             RegisteredObject::Endpoint(w) => w.strong_count() > 0,
             RegisteredObject::Passive(w) => w.strong_count() > 0,
+            // The endpoint holds the record's other handle.
+            RegisteredObject::Serialized(events) => Arc::strong_count(events) > 1,
         }
     }
 }
@@ -230,10 +235,16 @@ impl EqInner {
     /// `prov/tcp/src/tcpx_conn_mgr.c` 351, before it queues `FI_CONNECTED`
     /// at 297). Read or peeked, the event means the same.
     fn connection_event(&self, fid: Fid, connected: bool) {
-        if let Some((RegisteredObject::Endpoint(weak), _)) = self.registry.find(fid) {
-            if let Some(ep) = weak.upgrade() {
-                ep.connection_event(connected);
+        match self.registry.find(fid) {
+            Some((RegisteredObject::Endpoint(weak), _)) => {
+                if let Some(ep) = weak.upgrade() {
+                    ep.connection_event(connected);
+                }
             }
+            Some((RegisteredObject::Serialized(events), _)) => {
+                crate::ep::record_connection_event(&events, connected);
+            }
+            _ => {}
         }
     }
 
@@ -959,7 +970,10 @@ impl EventQueue {
     }
 
     /// The endpoint or passive endpoint bound to this queue that `fid`
-    /// names, if it is still open.
+    /// names, if it is still open. An endpoint of a `FI_THREAD_DOMAIN` or
+    /// `FI_THREAD_COMPLETION` domain is not handed out (`None`): its handles
+    /// stay on its domain's thread (compare the event's fid with
+    /// [`Endpoint::fid`](crate::Endpoint::fid) there).
     ///
     /// An event names its object by address, and a closed endpoint's
     /// address may be reused by a newer one. The tcp and verbs providers
@@ -978,10 +992,12 @@ impl EventQueue {
         match obj {
             RegisteredObject::Endpoint(w) => w
                 .upgrade()
-                .map(|inner| EventSource::Endpoint(crate::Endpoint { inner })),
+                .map(|inner| EventSource::Endpoint(crate::Endpoint::from_inner(inner))),
             RegisteredObject::Passive(w) => w
                 .upgrade()
                 .map(|inner| EventSource::Passive(crate::PassiveEndpoint { inner })),
+            // Its handles stay on its domain's thread.
+            RegisteredObject::Serialized(_) => None,
         }
     }
 

@@ -26,10 +26,17 @@ pub(crate) struct OwnedFid<T: RawFid> {
     closed: bool,
 }
 
-// SAFETY: this crate opens domains only with FI_THREAD_SAFE (checked in
-// `Domain::open`), under which fi_domain(3) allows any object to be used
-// through any interface from any thread at once; fabric-level objects (EQs,
-// wait sets) are always thread safe. One exception is known and guarded:
+// SAFETY: domains opened as `Domain<ThreadSafe>` are FI_THREAD_SAFE
+// (checked in `Domain::open_model`), under which fi_domain(3) allows any
+// object to be used through any interface from any thread at once;
+// fabric-level objects (EQs, wait sets) are always thread safe. For the
+// serialized models (FI_THREAD_DOMAIN, FI_THREAD_COMPLETION) every public
+// handle of the domain's objects is !Send and !Sync (their type parameter),
+// so the calls made through them are all made on the domain's thread; the
+// internal values that do cross threads make no call there (a pool's MR
+// close is parked for the domain's thread: `DomainInner::close_on_owner`;
+// Waiter and wait sets refuse such queues; event queues hold no such
+// endpoint). One exception is known and guarded:
 // the util providers (rxm, rxd, shm) crash a completion queue's or
 // counter's progress run on one thread while an endpoint bound to it is
 // enabled or closed on another, so those calls exclude each other

@@ -140,6 +140,19 @@ pub enum Threading {
 }
 
 impl Threading {
+    /// The `enum fi_threading` value.
+    pub(crate) fn raw(self) -> sys::fi_threading {
+        match self {
+            Threading::Unspec => sys::FI_THREAD_UNSPEC,
+            Threading::Safe => sys::FI_THREAD_SAFE,
+            Threading::Fid => sys::FI_THREAD_FID,
+            Threading::Domain => sys::FI_THREAD_DOMAIN,
+            Threading::Completion => sys::FI_THREAD_COMPLETION,
+            Threading::Endpoint => sys::FI_THREAD_ENDPOINT,
+            Threading::Other(raw) => raw,
+        }
+    }
+
     pub(crate) fn from_raw(raw: sys::fi_threading) -> Self {
         match raw {
             sys::FI_THREAD_UNSPEC => Threading::Unspec,
@@ -185,6 +198,7 @@ pub struct Hints {
     node: Option<String>,
     service: Option<String>,
     source: bool,
+    threading: Threading,
 }
 
 impl Default for Hints {
@@ -195,7 +209,8 @@ impl Default for Hints {
 
 impl Hints {
     /// Hints that state what this crate's objects support:
-    /// - `FI_THREAD_SAFE` domains, which its `Send`/`Sync` types rely on;
+    /// - `FI_THREAD_SAFE` domains, which its `Send`/`Sync` types rely on
+    ///   (see [`threading`](Self::threading) for the serialized models);
     /// - mode `FI_CONTEXT | FI_CONTEXT2`: every operation is posted with
     ///   its own `fi_context2` (see [`BufferPool`](crate::BufferPool)); and
     ///   `FI_RX_CQ_DATA`: remote CQ data arrives in posted receives;
@@ -225,7 +240,29 @@ impl Hints {
             node: None,
             service: None,
             source: false,
+            threading: Threading::Safe,
         }
+    }
+
+    /// The threading model to ask for (`domain_attr->threading`; default
+    /// [`Threading::Safe`]). A domain of a serialized model is opened with
+    /// [`Domain::open_model`](crate::Domain::open_model) as a
+    /// `Domain<ThreadDomain>` or `Domain<ThreadCompletion>` (see the
+    /// [`threading`](crate::threading) module). Providers may answer with
+    /// a model that promises more (`tcp;ofi_rxm` gives `FI_THREAD_SAFE`):
+    /// [`InfoEntry::threading`] says what was granted.
+    ///
+    /// ```
+    /// use libfabric::info::{getinfo, EpType, Hints, Threading};
+    /// let list = getinfo(&Hints::new().provider("udp;ofi_rxd").ep_type(EpType::Rdm)
+    ///     .threading(Threading::Domain))?;
+    /// assert!(list.iter().all(|info| info.threading() != Threading::Unspec));
+    /// # Ok::<(), libfabric::Error>(())
+    /// ```
+    #[must_use]
+    pub fn threading(mut self, model: Threading) -> Self {
+        self.threading = model;
+        self
     }
 
     /// Only this provider (`fabric_attr->prov_name`), such as `"tcp"`,
@@ -379,7 +416,7 @@ impl Hints {
                 (*(*p).domain_attr).name = libc::strdup(s.as_ptr());
             }
             let domain_attr = &mut *(*p).domain_attr;
-            domain_attr.threading = sys::FI_THREAD_SAFE;
+            domain_attr.threading = self.threading.raw();
             domain_attr.mr_mode = self.mr_mode;
             domain_attr.cq_data_size = self.cq_data_size;
             (*(*p).ep_attr).type_ = self.ep_type.raw();
@@ -410,6 +447,9 @@ impl Hints {
         }
         if let Some(service) = &self.service {
             parts.push(format!("service {service}"));
+        }
+        if self.threading != Threading::Safe {
+            parts.push(format!("threading {:?}", self.threading));
         }
         parts.join(", ")
     }

@@ -77,10 +77,15 @@
 //!   [`wait::Waiter`] runs the trywait / block / drain loop of fi_poll(3).
 //!
 //! # Threading
-//! Domains are opened with `FI_THREAD_SAFE` only (the default of
-//! [`info::Hints`]), under which fi_domain(3) lets any thread use any
-//! object at any time; that is what makes every type here `Send + Sync`
-//! without locks on the data path.
+//! The threading model of a domain is a type parameter of the domain and
+//! of every object opened from it ([`threading`]). The default,
+//! [`ThreadSafe`] (`FI_THREAD_SAFE`, asked for by [`info::Hints::new`]), lets
+//! any thread use any object at any time: its types are `Send + Sync`
+//! without locks on the data path. [`ThreadDomain`] (`FI_THREAD_DOMAIN`) and
+//! [`ThreadCompletion`] (`FI_THREAD_COMPLETION`) leave serialization to the
+//! application, which the types do: their objects stay on the thread that
+//! opened the domain, and the provider and this crate leave out their
+//! locks ([`Domain::open_model`]).
 //!
 //! # Coverage of fi_eq(3), fi_cq(3) and fi_poll(3)
 //!
@@ -232,6 +237,9 @@
 //! | `fi_wait` on a wait set while an endpoint bound to one of its counters is enabled or closed | The set holds its counters' progress locks as it does its queues' | `cntr.rs` `a_counter_on_a_wait_set_signals_it` |
 //! | Counts over `i32::MAX` on sockets (32-bit signed counts: wrapped values, thresholds compared as `int`) | [`Error::TooLarge`] | `cntr.rs` `counts_and_error_counts_are_read_added_and_set` |
 //! | The wait fd of a counter where the provider has none (the util counters answer `FI_GETWAIT` with `-FI_ENOSYS`), or used after the counter is closed | [`Error::Unsupported`]; the fd borrows the counter | `cntr.rs` `no_provider_gives_a_counter_wait_fd_and_the_waiter_says_so`; compile error: `ui/counter_wait_fd_outlives_its_counter.rs` |
+//! | Using two objects of an `FI_THREAD_DOMAIN` or `FI_THREAD_COMPLETION` domain from two threads at once (fi_domain(3): the application serializes access; the provider takes no locks) | The domain's threading model is a type parameter of the domain and of every object opened from it; under the serialized models they are neither `Send` nor `Sync`; [`Domain::open_model`] checks the `fi_info`'s model against the type ([`Error::InvalidArgument`]) | compile error: `ui/serialized_domain_moved_to_another_thread.rs`, `ui/serialized_endpoint_moved_to_another_thread.rs`, `ui/serialized_completion_queue_moved_to_another_thread.rs`, `ui/serialized_counter_moved_to_another_thread.rs`, `ui/serialized_region_and_vector_moved_to_another_thread.rs`; `threading.rs` `a_domain_opens_with_each_model_and_refuses_a_weaker_fi_info` |
+//! | Binding objects of a serialized domain to thread-safe ones (a queue of another model), or giving them to the `tokio` wrappers, which call the provider on the runtime's threads | The type parameters must match; the tokio wrappers and the connection layer take and open thread-safe objects only | compile error: `ui/queue_of_another_threading_model_bound.rs`, `ui/serialized_objects_given_to_tokio.rs` |
+//! | A provider call of a serialized domain made on another thread through a value that is `Send` (the last [`Buffer`] of a pool closes its MR; a [`wait::Waiter`], a [`wait::WaitSet`] or an [`EventQueue`] holding the domain's objects) | The pool's close is parked and made on the domain's thread ([`Domain::deferred_closes`]); `Waiter` and wait sets refuse such queues ([`Error::InvalidArgument`]); event queues do not hold such endpoints | `threading.rs` `a_buffer_dropped_on_another_thread_parks_its_pools_close_for_the_domains_thread` (under valgrind), `serialized_objects_are_refused_where_any_thread_could_use_them` |
 //! | Forgetting the wait object: a queue opened with `FI_WAIT_NONE` by default could not block or be awaited | [`eq::EqAttr::new`] and [`cq::CqAttr::new`] default to `FI_WAIT_FD` where the provider has it (table at [`wait::WaitObj`]) | `conn.rs` `default_wait_objects_are_what_the_provider_blocks_on` |
 //!
 //! Every C call the crate makes, with the preconditions its man page leaves
@@ -286,6 +294,7 @@ pub mod poll;
 #[doc = include_str!("preconditions.md")]
 pub mod preconditions {}
 mod quirks;
+pub mod threading;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
@@ -305,6 +314,7 @@ pub use fabric::Fabric;
 pub use info::{getinfo, Hints, Info};
 pub use mr::{MemoryRegion, MrAccess, RemoteRegion};
 pub use pep::PassiveEndpoint;
+pub use threading::{ThreadCompletion, ThreadDomain, ThreadModel, ThreadSafe};
 
 /// The raw bindings this crate is built on.
 pub use libfabric_sys::fabric as sys;

@@ -78,6 +78,7 @@ use crate::domain::{Domain, DomainInner};
 use crate::error::{check, classify, Errno, Error, Result};
 use crate::fid::OwnedFid;
 use crate::info::Caps;
+use crate::threading::{ThreadModel, ThreadSafe};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -379,10 +380,10 @@ fn bind_and_enable(
 }
 
 /// The checks of [`MemoryRegion::register_counted`] before registration.
-fn check_counted(
-    domain: &Domain,
+fn check_counted<T: ThreadModel>(
+    domain: &Domain<T>,
     access: MrAccess,
-    counter: &Counter,
+    counter: &Counter<T>,
     events: MrCntrBind,
 ) -> Result<()> {
     if !Arc::ptr_eq(&counter.inner.domain, &domain.inner) {
@@ -560,7 +561,11 @@ pub enum HmemIface {
 /// without remote access `&mut [u8]` too ([`as_mut_slice`](Self::as_mut_slice)).
 /// What a peer wrote is seen once its RMA completed at the peer (and, for
 /// a write with remote CQ data, once that completion was read here).
-pub struct MemoryRegion<M: RegionMemory> {
+///
+/// `T` is the threading model of its domain (see
+/// [`Domain`]): a region of a serialized domain is neither
+/// `Send` nor `Sync` (its close is a call on an object of the domain).
+pub struct MemoryRegion<M: RegionMemory, T: ThreadModel = ThreadSafe> {
     reg: Registration,
     /// The counter bound to it (`fi_mr_bind`): kept with the memory after
     /// the MR closes (see `retire`).
@@ -571,16 +576,20 @@ pub struct MemoryRegion<M: RegionMemory> {
     access: MrAccess,
     domain: Arc<DomainInner>,
     memory: ManuallyDrop<M>,
+    _model: std::marker::PhantomData<T>,
 }
 
 // SAFETY: the region owns M (Send when M is); the MR and domain are
-// FI_THREAD_SAFE objects; the raw pointers point into M.
-unsafe impl<M: RegionMemory + Send> Send for MemoryRegion<M> {}
+// FI_THREAD_SAFE objects when T is Send (only ThreadSafe is: the regions
+// of serialized domains stay on their domain's thread); the raw pointers
+// point into M.
+unsafe impl<M: RegionMemory + Send, T: ThreadModel + Send> Send for MemoryRegion<M, T> {}
 // SAFETY: &self only reads the memory (read_at, as_slice) or the MR's
-// fixed fields; writes take &mut self.
-unsafe impl<M: RegionMemory + Sync> Sync for MemoryRegion<M> {}
+// fixed fields; writes take &mut self; shared only when T is Sync
+// (ThreadSafe).
+unsafe impl<M: RegionMemory + Sync, T: ThreadModel + Sync> Sync for MemoryRegion<M, T> {}
 
-impl<M: RegionMemory> MemoryRegion<M> {
+impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
     /// `fi_mr_reg`: registers `memory` with `domain` for `access`, taking
     /// ownership of it.
     ///
@@ -592,7 +601,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// (`mr_key_size` bytes) are used up; [`Error::Call`] when `fi_mr_reg`
     /// fails. The memory is dropped with the error.
     #[doc(alias = "fi_mr_reg")]
-    pub fn register(domain: &Domain, memory: M, access: MrAccess) -> Result<Self> {
+    pub fn register(domain: &Domain<T>, memory: M, access: MrAccess) -> Result<Self> {
         Self::new(domain, memory, access, Call::Reg, None)
     }
 
@@ -667,10 +676,10 @@ impl<M: RegionMemory> MemoryRegion<M> {
     #[doc(alias = "fi_mr_bind")]
     #[doc(alias = "fi_mr_enable")]
     pub fn register_counted(
-        domain: &Domain,
+        domain: &Domain<T>,
         memory: M,
         access: MrAccess,
-        counter: &Counter,
+        counter: &Counter<T>,
         events: MrCntrBind,
     ) -> Result<Self> {
         Self::new(domain, memory, access, Call::Reg, Some((counter, events)))
@@ -686,7 +695,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// the call.
     #[doc(alias = "fi_mr_regattr")]
     pub fn register_attr(
-        domain: &Domain,
+        domain: &Domain<T>,
         memory: M,
         access: MrAccess,
         iface: HmemIface,
@@ -702,14 +711,15 @@ impl<M: RegionMemory> MemoryRegion<M> {
     }
 }
 
-impl<M: RegionMemory> MemoryRegion<M> {
+impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
     fn new(
-        domain: &Domain,
+        domain: &Domain<T>,
         mut memory: M,
         access: MrAccess,
         call: Call,
-        counter: Option<(&Counter, MrCntrBind)>,
+        counter: Option<(&Counter<T>, MrCntrBind)>,
     ) -> Result<Self> {
+        domain.inner.run_deferred();
         if let Some((counter, events)) = counter {
             check_counted(domain, access, counter, events)?;
         }
@@ -774,6 +784,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
             access,
             domain: domain.inner.clone(),
             memory: ManuallyDrop::new(memory),
+            _model: std::marker::PhantomData,
         })
     }
 
@@ -810,10 +821,10 @@ impl<M: RegionMemory> MemoryRegion<M> {
     /// The counter bound to the region
     /// ([`register_counted`](Self::register_counted)), if any.
     #[must_use]
-    pub fn counter(&self) -> Option<Counter> {
-        self.cntr.as_ref().map(|inner| Counter {
-            inner: inner.clone(),
-        })
+    pub fn counter(&self) -> Option<Counter<T>> {
+        self.cntr
+            .as_ref()
+            .map(|inner| Counter::from_inner(inner.clone()))
     }
 
     /// The local descriptor (`fi_mr_desc`; may be NULL).
@@ -843,8 +854,9 @@ impl<M: RegionMemory> MemoryRegion<M> {
 
     /// The domain it is registered with.
     #[must_use]
-    pub fn domain(&self) -> Domain {
+    pub fn domain(&self) -> Domain<T> {
         Domain {
+            _model: std::marker::PhantomData,
             inner: self.domain.clone(),
         }
     }
@@ -1065,6 +1077,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
                 access: _,
                 domain,
                 memory,
+                _model: _,
             } = &mut *this;
             drop(ptr::read(reg));
             drop(ptr::read(cntr));
@@ -1151,7 +1164,7 @@ impl<M: RegionMemory> MemoryRegion<M> {
     }
 }
 
-impl<M: RegionMemory> Drop for MemoryRegion<M> {
+impl<M: RegionMemory, T: ThreadModel> Drop for MemoryRegion<M, T> {
     fn drop(&mut self) {
         // On failure the MR is still registered: peers may still reach the
         // memory, which is leaked rather than freed (it is owned, so
@@ -1163,7 +1176,7 @@ impl<M: RegionMemory> Drop for MemoryRegion<M> {
     }
 }
 
-impl<M: RegionMemory> fmt::Debug for MemoryRegion<M> {
+impl<M: RegionMemory, T: ThreadModel> fmt::Debug for MemoryRegion<M, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryRegion")
             .field("len", &self.len)

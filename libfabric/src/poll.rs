@@ -22,6 +22,7 @@ use crate::domain::{Domain, DomainInner};
 use crate::eq::Fid;
 use crate::error::{check, check_len, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
+use crate::threading::{ThreadModel, ThreadSafe};
 use crate::wait::{sealed, ProgressMember};
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -71,7 +72,7 @@ pub trait Pollable: sealed::Sealed {
 #[doc(hidden)]
 pub struct PollMember(pub(crate) Arc<dyn ProgressMember>);
 
-impl<F: Format> Pollable for CompletionQueue<F> {
+impl<F: Format, T: ThreadModel> Pollable for CompletionQueue<F, T> {
     fn poll_member(&self, _: sealed::Token) -> PollMember {
         PollMember(self.inner.clone())
     }
@@ -83,35 +84,50 @@ impl<F: Format> Pollable for CompletionQueue<F> {
 /// `FI_DEPRECATED_FUNC` in 2.6's headers), and marked `#[deprecated]` here
 /// when the crate is built against 2.x headers. Prefer reading the queues,
 /// or [`Waiter`](crate::wait::Waiter) over their wait fds.
-#[derive(Clone)]
+///
+/// `T` is the threading model of its domain (see
+/// [`Domain`]); its members are of the same domain.
 #[cfg_attr(
     libfabric_2,
     deprecated(note = "libfabric 2.x deprecates poll sets: read the queues, or use Waiter")
 )]
-pub struct PollSet {
+pub struct PollSet<T: ThreadModel = ThreadSafe> {
     inner: Arc<PollInner>,
+    _model: std::marker::PhantomData<T>,
 }
 
-impl PollSet {
+impl<T: ThreadModel> Clone for PollSet<T> {
+    fn clone(&self) -> Self {
+        PollSet::from_inner(self.inner.clone())
+    }
+}
+
+impl<T: ThreadModel> PollSet<T> {
+    fn from_inner(inner: Arc<PollInner>) -> Self {
+        PollSet {
+            inner,
+            _model: std::marker::PhantomData,
+        }
+    }
+
     /// `fi_poll_open`.
     ///
     /// # Errors
     /// [`Error::Call`] when `fi_poll_open` fails.
     #[doc(alias = "fi_poll_open")]
-    pub fn open(domain: &Domain) -> Result<Self> {
+    pub fn open(domain: &Domain<T>) -> Result<Self> {
+        domain.inner.run_deferred();
         let mut attr = sys::fi_poll_attr { flags: 0 };
         let mut raw = ptr::null_mut();
         // SAFETY: fi_poll(3): opens a poll set on an open domain; OwnedFid
         // closes it before the domain handle is released.
         let ret = unsafe { sys::fi_poll_open(domain.inner.fid.as_ptr(), &mut attr, &mut raw) };
         let fid = OwnedFid::opened("fi_poll_open", ret, raw)?;
-        Ok(PollSet {
-            inner: Arc::new(PollInner {
-                fid,
-                members: Mutex::new(Vec::new()),
-                _domain: domain.inner.clone(),
-            }),
-        })
+        Ok(PollSet::from_inner(Arc::new(PollInner {
+            fid,
+            members: Mutex::new(Vec::new()),
+            _domain: domain.inner.clone(),
+        })))
     }
 
     /// `fi_poll_add` of a completion queue or counter of the same domain.
@@ -257,19 +273,14 @@ impl PollSet {
     /// [`Error::InUse`] while other handles exist; [`Error::Call`] when
     /// `fi_close` fails. The set comes back with the error, still open.
     pub fn close(self) -> Handback<Self> {
-        close_last(
-            self.inner,
-            ObjectKind::PollSet,
-            |inner| PollSet { inner },
-            |i| {
-                i.remove_all();
-                i.fid.close()
-            },
-        )
+        close_last(self.inner, ObjectKind::PollSet, PollSet::from_inner, |i| {
+            i.remove_all();
+            i.fid.close()
+        })
     }
 }
 
-impl std::fmt::Debug for PollSet {
+impl<T: ThreadModel> std::fmt::Debug for PollSet<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PollSet").finish_non_exhaustive()
     }

@@ -204,6 +204,13 @@ pub trait Waitable: sealed::Sealed {
     fn progress_lock(&self, _: sealed::Token) -> Option<&RwLock<()>> {
         None
     }
+    /// Whether the queue may be used from any thread (`FI_THREAD_SAFE`;
+    /// see the [`threading`](crate::threading) module). Only the crate
+    /// calls it.
+    #[doc(hidden)]
+    fn thread_safe(&self, _: sealed::Token) -> bool {
+        true
+    }
     /// Set when waiting on the queue became unsafe (see
     /// `CqInner::wait_poisoned`); read under the progress lock. Only the
     /// crate can call it (the token): cleared from outside, a wait would
@@ -743,7 +750,8 @@ pub struct Waiter<'q> {
 }
 
 // SAFETY: the raw fid pointers name queues borrowed for 'q, which are Sync
-// (FI_THREAD_SAFE); the Waiter only passes them to thread-safe calls.
+// (FI_THREAD_SAFE: `Waiter::new` refuses the queues of serialized domains);
+// the Waiter only passes them to thread-safe calls.
 unsafe impl Send for Waiter<'_> {}
 
 impl std::fmt::Debug for Waiter<'_> {
@@ -778,6 +786,16 @@ impl<'q> Waiter<'q> {
             if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
                 return Err(Error::InvalidArgument(
                     "Waiter: every queue must belong to one fabric".into(),
+                ));
+            }
+            if !q.thread_safe(sealed::Token(())) {
+                // The Waiter is Send: its trywait could run on another
+                // thread than the one all handles of the domain live on.
+                return Err(Error::InvalidArgument(
+                    "Waiter: a queue or counter of a FI_THREAD_DOMAIN or FI_THREAD_COMPLETION \
+                     domain cannot be waited on by a Waiter (which may move to another \
+                     thread): use trywait and its wait fd, or sread, on the domain's thread"
+                        .into(),
                 ));
             }
             let fd = q.wait_fd()?;

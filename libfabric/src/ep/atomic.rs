@@ -186,7 +186,7 @@ impl Kind {
     }
 }
 
-impl Endpoint {
+impl<TM: crate::threading::ThreadModel> Endpoint<TM> {
     /// The checks of an atomic call; returns the remote address, the
     /// peer's and the bytes of one array of `count` values.
     #[allow(clippy::too_many_arguments)]

@@ -14,7 +14,7 @@ use libfabric_sys::fabric as sys;
 /// completions are transmit completions), connected.
 pub(super) const RMA_READY: u32 = ENABLED | TX_CQ | CONNECTED;
 
-impl Endpoint {
+impl<T: crate::threading::ThreadModel> Endpoint<T> {
     /// The checks every RMA call makes before the provider is called: the
     /// endpoint's state and capability, the provider's own checks at the
     /// target, the length against the provider's limit and the remote

@@ -151,7 +151,15 @@ pub fn connreq_data() -> usize {
 
 /// `iters` C `fi_cq_read`s of `batch` entries (1..=[`cq_max_batch`]) of an
 /// empty CQ, each of which must return `-FI_EAGAIN`.
-pub fn cq_read_empty(cq: &CompletionQueue<Msg>, iters: u64, batch: usize) -> Timed {
+///
+/// The same loop measures the queue of an `FI_THREAD_SAFE` domain and that
+/// of an `FI_THREAD_DOMAIN` one (`T`): the model is the domain's, given to
+/// `fi_domain`, not the loop's.
+pub fn cq_read_empty<T: libfabric::ThreadModel>(
+    cq: &CompletionQueue<Msg, T>,
+    iters: u64,
+    batch: usize,
+) -> Timed {
     // SAFETY: as in cq_read; the C side refuses a batch over its buffer.
     timed(unsafe { ffi::bl_cq_read_empty(cq.as_raw(), iters, batch) })
 }

@@ -6,11 +6,13 @@ use crate::baselines::{CRmaPair, RmaOp};
 use libfabric::conn::{ConnConfig, Rdm};
 use libfabric::cq::{Addr, CompletionFlags, CqAttr, CqRead, Data, DataEntry, Msg, MsgEntry};
 use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
-use libfabric::info::{Caps, EpType};
+use libfabric::info::{Caps, EpType, Threading};
 use libfabric::mr::{MemoryRegion, MrAccess, RemoteRegion};
 use libfabric::tokio::AsyncEventQueue;
 use libfabric::wait::{trywait, TryWait, WaitObj, Waiter, Wake};
-use libfabric::{getinfo, Buffer, BufferPool, CompletionQueue, Domain, EventQueue, Fabric, Hints};
+use libfabric::{
+    getinfo, Buffer, BufferPool, CompletionQueue, Domain, EventQueue, Fabric, Hints, ThreadDomain,
+};
 use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
@@ -44,6 +46,11 @@ pub struct Queues {
     pub eq: EventQueue,
     /// `FI_CQ_FORMAT_MSG`, `FI_WAIT_FD`.
     pub cq: CompletionQueue<Msg>,
+    /// The same, of a domain opened with `FI_THREAD_DOMAIN` (on its own
+    /// fabric handle, from the `fi_info` asked with that model). Like every
+    /// object of such a domain it stays on the thread that opened it, so
+    /// `Queues` does too.
+    pub cq_domain: CompletionQueue<Msg, ThreadDomain>,
     /// The loopback pairs of the RMA cases (RDM providers), or why there
     /// are none.
     pub rma: Result<RmaPairs, String>,
@@ -71,6 +78,15 @@ impl Queues {
         let domain = Domain::open(&fabric, info)?;
         let eq = fd_eq(&fabric, QUEUED_BATCH as usize * 2)?;
         let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(64).wait(WaitObj::Fd))?;
+        let list = getinfo(&hints.threading(Threading::Domain))?;
+        let info = list.first().ok_or(libfabric::Error::NoProvider {
+            request: format!("provider {provider}, FI_THREAD_DOMAIN"),
+        })?;
+        let domain = Domain::<ThreadDomain>::open_model(&Fabric::open(info)?, info)?;
+        let cq_domain = CompletionQueue::<Msg, ThreadDomain>::open(
+            &domain,
+            &CqAttr::new().size(64).wait(WaitObj::Fd),
+        )?;
         let rma = if ep_type == EpType::Rdm {
             RmaPairs::open(provider, node)
         } else {
@@ -81,6 +97,7 @@ impl Queues {
             fabric,
             eq,
             cq,
+            cq_domain,
             rma,
         })
     }
@@ -309,17 +326,34 @@ pub struct Case {
     pub rust: RunFn,
 }
 
+/// The name of the empty-read case on an `FI_THREAD_SAFE` domain.
+pub const CQ_READ_EMPTY: &str = "fi_cq_read, empty CQ";
+/// The same on an `FI_THREAD_DOMAIN` domain (its gain over the first is
+/// reported).
+pub const CQ_READ_EMPTY_DOMAIN: &str = "fi_cq_read, empty CQ, FI_THREAD_DOMAIN";
+
 pub const CASES: &[Case] = &[
     Case {
         id: "cq_read_empty",
         c_id: "cq_read_empty",
-        name: "fi_cq_read, empty CQ",
+        name: CQ_READ_EMPTY,
         kind: Kind::PerCall,
         batched: true,
         target: Some(PER_CALL_TARGET),
         rma: false,
         c: c_cq_read_empty,
         rust: rust_cq_read_empty,
+    },
+    Case {
+        id: "cq_read_empty_domain",
+        c_id: "cq_read_empty_domain",
+        name: CQ_READ_EMPTY_DOMAIN,
+        kind: Kind::PerCall,
+        batched: true,
+        target: Some(PER_CALL_TARGET),
+        rma: false,
+        c: c_cq_read_empty_domain,
+        rust: rust_cq_read_empty_domain,
     },
     Case {
         id: "eq_write_read",
@@ -498,6 +532,30 @@ fn rust_cq_read_empty(q: &Queues, iters: u64, batch: usize) -> Result<Vec<f64>, 
     let start = cpu_ns();
     for _ in 0..iters {
         match q.cq.read(entries) {
+            Ok(CqRead::Empty) => {}
+            other => return Err(format!("fi_cq_read of an empty CQ gave {other:?}")),
+        }
+    }
+    Ok(elapsed_per_call(start, iters))
+}
+
+fn c_cq_read_empty_domain(q: &Queues, iters: u64, batch: usize) -> Result<Vec<f64>, String> {
+    per_call(
+        c::cq_read_empty(&q.cq_domain, iters, batch),
+        iters,
+        "fi_cq_read",
+    )
+}
+
+fn rust_cq_read_empty_domain(q: &Queues, iters: u64, batch: usize) -> Result<Vec<f64>, String> {
+    let mut all: [MsgEntry; MAX_BATCH] = std::array::from_fn(|_| MsgEntry::default());
+    let entries = all
+        .get_mut(..batch)
+        .filter(|e| !e.is_empty())
+        .ok_or(format!("a batch of {batch} entries (1..={MAX_BATCH})"))?;
+    let start = cpu_ns();
+    for _ in 0..iters {
+        match q.cq_domain.read(entries) {
             Ok(CqRead::Empty) => {}
             other => return Err(format!("fi_cq_read of an empty CQ gave {other:?}")),
         }

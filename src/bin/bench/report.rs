@@ -209,6 +209,77 @@ pub fn instructions_text(counted: &[Counted], timed: &HashMap<String, Line>) -> 
             c.name, c.provider, batch, c.c, c.rust, ratio, target, met, time, quartiles
         );
     }
+    out.push_str(&threading_gain_text(counted));
+    out
+}
+
+/// The empty reads under `FI_THREAD_DOMAIN` against the same reads under
+/// `FI_THREAD_SAFE` (same provider and batch): instructions saved per
+/// call, C and Rust, and the Rust/C ratio of each model.
+pub fn threading_gain_text(counted: &[Counted]) -> String {
+    use crate::micro::{CQ_READ_EMPTY, CQ_READ_EMPTY_DOMAIN};
+    let mut out = String::new();
+    let pairs: Vec<(&Counted, &Counted)> = counted
+        .iter()
+        .filter(|d| d.name == CQ_READ_EMPTY_DOMAIN)
+        .filter_map(|d| {
+            counted
+                .iter()
+                .find(|s| s.name == CQ_READ_EMPTY && s.provider == d.provider && s.batch == d.batch)
+                .map(|s| (s, d))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nempty fi_cq_read, FI_THREAD_DOMAIN against FI_THREAD_SAFE (instructions per call)"
+    );
+    let _ = writeln!(
+        out,
+        "{:<11} | {:>5} | {:>8} | {:>8} | {:>6} | {:>8} | {:>8} | {:>6} | {:>7} | {:>7}",
+        "provider",
+        "batch",
+        "C safe",
+        "Rust",
+        "Rust/C",
+        "C domain",
+        "Rust",
+        "Rust/C",
+        "C gain",
+        "Rust gain"
+    );
+    let gain = |safe: f64, domain: f64| {
+        if safe > 0.0 {
+            format!("{:.1}%", (1.0 - domain / safe) * 100.0)
+        } else {
+            "-".into()
+        }
+    };
+    let ratio = |c: f64, rust: f64| {
+        if c > 0.0 {
+            format!("{:.3}", rust / c)
+        } else {
+            "-".into()
+        }
+    };
+    for (s, d) in pairs {
+        let _ = writeln!(
+            out,
+            "{:<11} | {:>5} | {:>8.1} | {:>8.1} | {:>6} | {:>8.1} | {:>8.1} | {:>6} | {:>7} | {:>7}",
+            d.provider,
+            d.batch.map_or("-".into(), |b| b.to_string()),
+            s.c,
+            s.rust,
+            ratio(s.c, s.rust),
+            d.c,
+            d.rust,
+            ratio(d.c, d.rust),
+            gain(s.c, d.c),
+            gain(s.rust, d.rust)
+        );
+    }
     out
 }
 
