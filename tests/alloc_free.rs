@@ -1,7 +1,8 @@
 //! The steady state of the safe API allocates nothing: after a warm-up,
 //! reading event and completion queues (empty or not), writing events,
 //! `fi_trywait`, `Waiter::wait`, posting sends, receives and RMA writes
-//! and reads and reclaiming their buffers, inject writes, and a counter's
+//! and reads and reclaiming their buffers, multi-receive messages and the
+//! reposting of their buffer, inject writes, and a counter's
 //! reads, adds and waits make zero heap allocations, counted by a global allocator.
 //!
 //! The allocator counts the allocations of the calling thread only, so the
@@ -283,6 +284,82 @@ fn completions_posts_and_reclaims_allocate_nothing() {
     };
     (0..WARM_UP).for_each(&mut step);
     assert_eq!(allocations(|| (0..N).for_each(&mut step)), 0);
+}
+
+#[test]
+fn multi_receive_messages_and_reposts_allocate_nothing() {
+    use libfabric::av::{AddressVector, AvType};
+    use libfabric::cq::{Data, DataEntry};
+    let rdm = info(
+        Hints::new()
+            .provider("tcp;ofi_rxm")
+            .node("127.0.0.1")
+            .ep_type(EpType::Rdm)
+            .caps(Caps::MSG | Caps::MULTI_RECV),
+    );
+    let fabric = Fabric::open(&rdm).unwrap();
+    let domain = Domain::open(&fabric, &rdm).unwrap();
+    let av = AddressVector::open(&domain, AvType::Table, 4).unwrap();
+    let side = || {
+        let cq =
+            CompletionQueue::<Data>::open(&domain, &CqAttr::new().size(64).wait(WaitObj::None))
+                .unwrap();
+        let ep = Endpoint::open(&domain, &rdm).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+        ep.set_min_multi_recv(256).unwrap();
+        ep.enable().unwrap();
+        (ep, cq)
+    };
+    let (rx, rx_cq) = side();
+    let (tx, tx_cq) = side();
+    let dest = av.insert(&rx.name().unwrap()).unwrap();
+    // One 4 KiB multi-receive buffer, released every 60 messages of 64
+    // bytes (min_free 256), and posted again.
+    let rx_pool = BufferPool::new(&domain, 1, 4096).unwrap();
+    let tx_pool = BufferPool::new(&domain, 1, 4096).unwrap();
+    let mut send = Some(tx_pool.take().unwrap());
+    let mut entries: [DataEntry; 4] = Default::default();
+    let posts = Cell::new(0);
+    let mut step = |i: usize| {
+        if let Some(buf) = rx_pool.take() {
+            rx.recv_multi(buf, 256).unwrap();
+            posts.set(posts.get() + 1);
+        }
+        let mut buf = send.take().unwrap();
+        buf[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // rxm connects on first use (during the warm-up).
+        while let Err((back, e)) = tx.send_to(buf, 64, dest) {
+            assert!(e.is_again(), "{e}");
+            assert!(Instant::now() < deadline);
+            buf = back;
+            let _ = tx_cq.read(&mut entries);
+            let _ = rx_cq.read(&mut entries);
+        }
+        let (mut got, mut sent) = (false, false);
+        while !(got && sent) {
+            if let Ok(CqRead::Completions(done)) = rx_cq.read(&mut entries) {
+                for e in &done {
+                    let back = rx_pool.reclaim_received(e);
+                    let m = back.message.expect("a message");
+                    assert_eq!(m[..8], (i as u64).to_le_bytes());
+                    got = true;
+                }
+            }
+            if !sent {
+                if let Ok(CqRead::Completions(done)) = tx_cq.read(&mut entries) {
+                    send = tx_pool.reclaim(&done[0]);
+                    sent = true;
+                }
+            }
+            assert!(Instant::now() < deadline, "message {i} did not arrive");
+        }
+    };
+    (0..WARM_UP).for_each(&mut step);
+    assert_eq!(allocations(|| (0..N).for_each(&mut step)), 0);
+    // The buffer came back and was posted again all along.
+    assert!(posts.get() > (WARM_UP + N) / 64, "{} posts", posts.get());
 }
 
 #[test]

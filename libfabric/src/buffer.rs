@@ -9,6 +9,15 @@
 //! being reclaimed (say, by a panic while it was handled) frees its slot
 //! when dropped.
 //!
+//! # Multi-receive
+//! A buffer posted with [`Endpoint::recv_multi`](crate::Endpoint::recv_multi)
+//! receives several messages. Each completion hands out a [`Message`]: a
+//! read-only view of the bytes the provider reported for it, checked to lie
+//! in the buffer, which keeps the pool's memory alive. The provider writes
+//! the rest of the buffer meanwhile, so the `Buffer` itself comes back only
+//! once the provider released it (see `MultiState`) and no `Message` of it
+//! is held.
+//!
 //! # Buffers of a closed endpoint
 //! Once an endpoint is closed its provider writes neither its posted
 //! buffers nor completions for them any more, but several providers
@@ -65,6 +74,10 @@ const STALE: u64 = STALE0 | (STALE0 << 1);
 /// The operation in flight is a receive (else a send): its completion can
 /// only come from the endpoint's receive queue.
 const RECEIVE: u64 = 1 << 5;
+/// The operation in flight is a multi-receive (`FI_MULTI_RECV`): its
+/// completions hand out [`Message`]s, and the buffer comes back once the
+/// provider released it and no message is held (see [`MultiState`]).
+const MULTI: u64 = 1 << 6;
 /// The endpoint id of an operation in flight, from this bit up.
 const EP_SHIFT: u32 = 8;
 /// Operation contexts per slot.
@@ -112,7 +125,62 @@ pub(crate) struct PoolInner {
     slot_size: usize,
     table: Arc<SlotTable>,
     free: Mutex<Vec<u32>>,
+    /// Per slot: the progress of a multi-receive posted with it.
+    multi: Box<[Mutex<MultiState>]>,
     domain: Arc<DomainInner>,
+}
+
+/// What the completions of a multi-receive buffer reported so far. Every
+/// change of a slot posted for multi-receive, and of its state word while
+/// it is, is made under this lock.
+///
+/// The buffer comes back once the provider released it (a completion with
+/// `FI_MULTI_RECV`, or a failed one) *and* every message it placed in the
+/// buffer has completed. The release alone does not say so: rxm sets
+/// `FI_MULTI_RECV` on the last message it *matched* (`rxm_finish_recv`,
+/// `prov/rxm/src/rxm_cq.c` 159-183, the flag left only on the last entry
+/// by `rxm_adjust_multi_recv`, 689-719 in 1.17), and writes a release of
+/// its own, with no message, as soon as unexpected messages used the
+/// buffer up when it was posted (`rxm_post_mrecv`,
+/// `prov/rxm/src/rxm_msg.c` 99-150), while a rendezvous or segmented
+/// message among them is still copied in; its completion comes later.
+///
+/// So the messages completed are counted: providers place each message
+/// right after the one before, from the buffer's start (rxm 702-704 and
+/// `rxm_msg.c` 130-131; sockets at its `used` mark, `sock_progress.c`
+/// 1395-1421), and only while at least `min_free` bytes are left (the
+/// remaining entry stays posted only then: rxm 697-700 and `rxm_msg.c`
+/// 140, sockets 1284-1286, 1439-1441), so every message starts at most
+/// `size - min_free` bytes in. When the completed messages fill
+/// `[0, end)` exactly (`filled == end`) and `end > size - min_free`, no
+/// message can be left: one still being written would start inside
+/// `[0, end)` (filled by others) or past it (too far in). The endpoint's
+/// minimum is fixed by its first multi-receive, so it cannot be lowered
+/// under a buffer posted. A completion whose range is not inside the
+/// buffer, or a failure that does not say where it landed, marks it
+/// `broken`: it then comes back only when its endpoint closes.
+#[derive(Default)]
+struct MultiState {
+    /// [`Message`]s alive.
+    views: usize,
+    /// The provider released the buffer.
+    released: bool,
+    /// A completion could not be placed in the buffer.
+    broken: bool,
+    /// Bytes of the completed messages.
+    filled: usize,
+    /// The furthest end of a completed message, from the buffer's start.
+    end: usize,
+    /// `FI_OPT_MIN_MULTI_RECV` of the endpoint it is posted on.
+    min_free: usize,
+    /// The provider is done with the buffer (`released`, and the messages
+    /// tile it, or its endpoint closed): the slot is `OWNED` by its
+    /// messages.
+    done: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 // SAFETY: the memory is only reached through Buffers, each of which owns one
@@ -158,14 +226,26 @@ fn pools() -> std::sync::MutexGuard<'static, Registry> {
 /// belongs to is handed back and its slot freed. Contexts of no open pool
 /// are ignored.
 #[inline]
-pub(crate) fn release_unreclaimed(context: *mut c_void) {
+pub(crate) fn release_unreclaimed(context: *mut c_void, outcome: Outcome) {
     if !context.is_null() {
-        release_slow(context);
+        release_slow(context, outcome);
     }
 }
 
+/// What a completion says of its operation, as a multi-receive needs it:
+/// its flags, where its data landed, and whether it failed. A completion
+/// whose members are unknown (a drained queue's) is the default: it places
+/// nothing, so a multi-receive it names stays until its endpoint closes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Outcome {
+    pub(crate) flags: u64,
+    pub(crate) buf: usize,
+    pub(crate) len: usize,
+    pub(crate) failed: bool,
+}
+
 #[cold]
-fn release_slow(context: *mut c_void) {
+fn release_slow(context: *mut c_void, outcome: Outcome) {
     let addr = context as usize;
     // Look up under the lock, reclaim after releasing it: dropping the last
     // handle of the pool takes the lock again in PoolInner's Drop.
@@ -174,7 +254,7 @@ fn release_slow(context: *mut c_void) {
         _ => None,
     };
     if let Some(inner) = inner {
-        drop(BufferPool { inner }.reclaim_context(context));
+        drop(BufferPool { inner }.complete(context, outcome));
     }
 }
 
@@ -430,6 +510,9 @@ impl BufferPool {
         })?;
         let states = try_collect("buffer pool states", count, |_| AtomicU64::new(FREE))?;
         let free = try_collect("buffer pool free list", count, |i| (count - 1 - i) as u32)?;
+        let multi = try_collect("buffer pool multi-receive states", count, |_| {
+            Mutex::new(MultiState::default())
+        })?;
         let too_large = |given| Error::TooLarge {
             what: "buffer pool bytes (slots x slot size, rounded up to 64)",
             limit: isize::MAX as usize - 4095,
@@ -472,6 +555,7 @@ impl BufferPool {
             slot_size: stride,
             table: Arc::new(SlotTable { contexts, states }),
             free: Mutex::new(free.into_vec()),
+            multi,
             domain: domain.inner.clone(),
         });
         let base = inner.table.contexts.as_ptr() as usize;
@@ -522,40 +606,146 @@ impl BufferPool {
             .then_some((index / CONTEXTS_PER_SLOT, index % CONTEXTS_PER_SLOT))
     }
 
-    fn reclaim_context(&self, context: *mut c_void) -> Option<Buffer> {
-        let (slot, parity) = self.slot_of(context)?;
+    #[inline]
+    fn base_of(&self, slot: usize) -> *mut u8 {
+        // SAFETY: slot < count, so the offset stays inside the allocation.
+        unsafe { self.inner.memory.add(slot * self.inner.slot_size) }
+    }
+
+    /// What the completion of the operation posted with `context` hands
+    /// back: the buffer of a receive or send, the message of a
+    /// multi-receive (and its buffer, when the provider is done with it
+    /// and no message is held).
+    fn complete(&self, context: *mut c_void, outcome: Outcome) -> Reclaimed {
+        let Some((slot, parity)) = self.slot_of(context) else {
+            return Reclaimed::default();
+        };
         let state = &self.inner.table.states[slot];
         let mut current = state.load(Ordering::Acquire);
         loop {
-            if current & KIND == IN_FLIGHT && self::parity(current) == parity {
-                // The operation posted with this context: its buffer.
-                let owned = (current & !KIND) | OWNED;
-                match state.compare_exchange_weak(
-                    current,
-                    owned,
-                    Ordering::Acquire,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => break,
-                    Err(now) => current = now,
-                }
-            } else {
+            if current & KIND != IN_FLIGHT || self::parity(current) != parity {
                 // Reclaimed already, never posted with this context, or a
                 // completion of an operation already taken back from its
                 // closed endpoint (the context is stale): nothing to hand
                 // out. A stale context is posted with again only once no
                 // completion naming it can surface (StaleMarks).
-                return None;
+                return Reclaimed::default();
+            }
+            if current & MULTI != 0 {
+                return self.complete_multi(slot, parity, outcome);
+            }
+            // The operation posted with this context: its buffer.
+            let owned = (current & !KIND) | OWNED;
+            match state.compare_exchange_weak(current, owned, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(now) => current = now,
             }
         }
         // SAFETY: posting leaked exactly one strong count of this pool's Arc
         // (the Buffer was forgotten); this takes it back, once, guarded by
         // the IN_FLIGHT -> OWNED transition above.
         let pool = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
-        Some(Buffer {
-            pool,
-            slot: slot as u32,
-        })
+        Reclaimed {
+            message: None,
+            buffer: Some(Buffer {
+                pool,
+                slot: slot as u32,
+            }),
+        }
+    }
+
+    /// A completion of the multi-receive posted on `slot` with context
+    /// `parity` (see [`MultiState`]).
+    fn complete_multi(&self, slot: usize, parity: usize, o: Outcome) -> Reclaimed {
+        let mut m = lock(&self.inner.multi[slot]);
+        let state = &self.inner.table.states[slot];
+        let s = state.load(Ordering::Acquire);
+        // Again under the lock: its endpoint may have closed meanwhile.
+        if s & (KIND | MULTI) != IN_FLIGHT | MULTI || self::parity(s) != parity {
+            return Reclaimed::default();
+        }
+        let size = self.inner.slot_size;
+        // Where the provider says the message landed, as an offset into
+        // the buffer, never trusted: it must lie inside the buffer.
+        let offset = o
+            .buf
+            .checked_sub(self.base_of(slot) as usize)
+            .filter(|&off| o.buf != 0 && off <= size);
+        let mut message = None;
+        if o.failed {
+            // A failed multi-receive is over for the provider: cancelled
+            // (its endpoint closing), or truncated, which only the last
+            // message can be (rxm: `rxm_finish_recv` releases the entry
+            // after `rxm_cq_write_error_trunc`, `rxm_cq.c` 159-166, 180;
+            // sockets sets `FI_MULTI_RECV` on it, `sock_progress.c`
+            // 1439-1450). At most the rest of the buffer was written.
+            m.released = true;
+            match offset {
+                Some(off) => {
+                    m.filled = m.filled.saturating_add(size - off);
+                    m.end = size;
+                }
+                None => m.broken = true,
+            }
+        } else if o.flags & sys::FI_RECV == 0 {
+            // A release of its own, no message (fi_cq(3): a completion
+            // with FI_MULTI_RECV and no FI_RECV); rxm writes one with no
+            // buf and no len (`rxm_msg.c` 141-144).
+        } else {
+            // An empty message touches no byte, wherever it says it
+            // landed (sockets leaves `buf` NULL for one: it is set at the
+            // first byte copied, `prov/sockets/src/sock_progress.c`
+            // 1416-1417 in 1.17).
+            let range = if o.len == 0 {
+                let off = offset.unwrap_or(0);
+                Some((off, off))
+            } else {
+                offset.and_then(|off| Some((off, off.checked_add(o.len)?)))
+            };
+            match range {
+                Some((off, end)) if end <= size => {
+                    m.filled = m.filled.saturating_add(o.len);
+                    if o.len > 0 {
+                        // An empty message's place says nothing.
+                        m.end = m.end.max(end);
+                    }
+                    m.views += 1;
+                    message = Some(Message {
+                        pool: self.inner.clone(),
+                        slot: slot as u32,
+                        offset: off,
+                        len: o.len,
+                    });
+                }
+                _ => m.broken = true,
+            }
+        }
+        if !o.failed && o.flags & sys::FI_MULTI_RECV != 0 {
+            m.released = true;
+        }
+        let mut buffer = None;
+        // `size > min_free` (checked at the post), so `size - min_free`
+        // does not wrap.
+        if m.released && !m.broken && m.filled == m.end && m.end > size - m.min_free {
+            // The provider is done with the buffer: its messages own it.
+            m.done = true;
+            let _ = state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some((s & (STALE | PARITY)) | OWNED)
+            });
+            // SAFETY: posting leaked one strong count of this pool's Arc;
+            // the IN_FLIGHT -> OWNED transition above, under the slot's
+            // lock, takes it back once.
+            let pool = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
+            if m.views == 0 {
+                m.done = false;
+                buffer = Some(Buffer {
+                    pool,
+                    slot: slot as u32,
+                });
+            }
+        }
+        Reclaimed { message, buffer }
     }
 
     /// Takes back every slot in flight on the closed endpoint `ep`
@@ -569,6 +759,9 @@ impl BufferPool {
             if !of_ep(state.load(Ordering::Acquire)) {
                 continue;
             }
+            // The messages of a multi-receive still held keep its slot.
+            let mut multi = lock(&self.inner.multi[slot]);
+            let views = multi.views;
             // Its context may still be named by a completion written
             // before the close: mark it, and post next with the other one;
             // rest the slot if that one is marked too.
@@ -577,13 +770,22 @@ impl BufferPool {
                     return None;
                 }
                 let s = s | stale_bit(parity(s));
-                let kind = if s & STALE == STALE { RESTING } else { FREE };
-                Some((s & !KIND & !RECEIVE & ((1 << EP_SHIFT) - 1)) | kind)
+                let kind = if views > 0 {
+                    OWNED
+                } else if s & STALE == STALE {
+                    RESTING
+                } else {
+                    FREE
+                };
+                Some((s & !KIND & !RECEIVE & !MULTI & ((1 << EP_SHIFT) - 1)) | kind)
             }) else {
                 continue;
             };
             marked[usize::from(before & RECEIVE != 0)].push((slot as u32, parity(before) as u8));
-            if before & stale_bit(1 - parity(before)) == 0 {
+            if views > 0 {
+                // Handed back when its last message drops.
+                multi.done = true;
+            } else if before & stale_bit(1 - parity(before)) == 0 {
                 self.inner
                     .free
                     .lock()
@@ -602,18 +804,53 @@ impl BufferPool {
     /// The buffer a completion belongs to, handed back to the application.
     /// Takes the entry's context, so a second call returns `None`; entries
     /// of other pools or of operations without a buffer give `None`.
+    ///
+    /// A completion of a multi-receive ([`Endpoint::recv_multi`]) hands
+    /// out a [`Message`], which this drops: take it with
+    /// [`reclaim_received`](Self::reclaim_received). This returns the
+    /// buffer when that completion gives it back.
+    ///
+    /// [`Endpoint::recv_multi`]: crate::Endpoint::recv_multi
     pub fn reclaim<E: CompletionEntry>(&self, entry: &E) -> Option<Buffer> {
+        self.reclaim_received(entry).buffer
+    }
+
+    /// What a completion hands back: the buffer of a send or receive; the
+    /// [`Message`] of a multi-receive, and its buffer once the provider
+    /// released it and no message of it is held. Takes the entry's
+    /// context, so a second call returns nothing; entries of other pools
+    /// or of operations without a buffer give nothing.
+    ///
+    /// ```
+    /// # use libfabric::{cq::{Data, DataEntry}, BufferPool};
+    /// fn each(pool: &BufferPool, entry: &DataEntry) {
+    ///     let back = pool.reclaim_received(entry);
+    ///     if let Some(message) = &back.message {
+    ///         println!("{} bytes at offset {}", message.len(), message.offset());
+    ///     }
+    ///     if let Some(buffer) = back.buffer {
+    ///         drop(buffer); // or post it again
+    ///     }
+    /// }
+    /// ```
+    pub fn reclaim_received<E: CompletionEntry>(&self, entry: &E) -> Reclaimed {
         let context = entry.context() as *mut c_void;
-        self.slot_of(context)?;
-        self.reclaim_context(entry.take_context(crate::wait::sealed::Token(())))
+        if self.slot_of(context).is_none() {
+            return Reclaimed::default();
+        }
+        let outcome = entry.members(crate::wait::sealed::Token(())).outcome();
+        self.complete(entry.take_context(crate::wait::sealed::Token(())), outcome)
     }
 
     /// [`reclaim`](Self::reclaim) for an error completion (for example a
-    /// receive cancelled by a shutdown).
+    /// receive cancelled by a shutdown). An error completion of a
+    /// multi-receive ends it: its buffer comes back once no message of it
+    /// is held.
     pub fn reclaim_err(&self, err: &mut CqError<'_>) -> Option<Buffer> {
         let context = err.context() as *mut c_void;
         self.slot_of(context)?;
-        self.reclaim_context(err.take_context())
+        let outcome = err.outcome();
+        self.complete(err.take_context(), outcome).buffer
     }
 }
 
@@ -674,9 +911,26 @@ impl Buffer {
     /// stale completion (a `Buffer` exists only for a slot with one).
     #[inline]
     pub(crate) fn into_flight(self, ep: u64, receive: bool) -> Posted {
+        self.into_flight_as(ep, if receive { RECEIVE } else { 0 })
+    }
+
+    /// [`into_flight`](Self::into_flight) of a multi-receive: its
+    /// completions are counted afresh (see [`MultiState`]).
+    pub(crate) fn into_flight_multi(self, ep: u64, min_free: usize) -> Posted {
+        let pool = self.pool.clone();
+        let mut multi = lock(&pool.multi[self.slot as usize]);
+        // A Buffer exists only when no message of the slot is held.
+        *multi = MultiState {
+            min_free,
+            ..MultiState::default()
+        };
+        self.into_flight_as(ep, RECEIVE | MULTI)
+    }
+
+    #[inline(always)]
+    fn into_flight_as(self, ep: u64, direction: u64) -> Posted {
         let state = &self.pool.table.states[self.slot as usize];
         let mut current = state.load(Ordering::Relaxed);
-        let direction = if receive { RECEIVE } else { 0 };
         let parity = loop {
             let parity = usize::from(current & STALE0 != 0);
             let next = (current & STALE)
@@ -728,9 +982,13 @@ impl Posted {
         // SAFETY: into_flight leaked one strong count of this pool's Arc;
         // a refused operation never completes, so no reclaim took it back.
         let pool = unsafe { Arc::from_raw(self.pool) };
-        // IN_FLIGHT -> OWNED, keeping the other bits (a stale completion may
-        // clear a mark meanwhile).
-        pool.table.states[self.slot as usize].fetch_xor(IN_FLIGHT ^ OWNED, Ordering::Relaxed);
+        // IN_FLIGHT -> OWNED, keeping the other bits but MULTI (a stale
+        // completion may clear a mark meanwhile).
+        let _ = pool.table.states[self.slot as usize].fetch_update(
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |s| Some((s & !KIND & !MULTI) | OWNED),
+        );
         Buffer {
             pool,
             slot: self.slot,
@@ -771,6 +1029,141 @@ impl fmt::Debug for Buffer {
         f.debug_struct("Buffer")
             .field("slot", &self.slot)
             .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// What a completion hands back ([`BufferPool::reclaim_received`]).
+#[derive(Debug, Default)]
+#[non_exhaustive]
+#[must_use]
+pub struct Reclaimed {
+    /// A message received into a multi-receive buffer.
+    pub message: Option<Message>,
+    /// The operation's buffer, back from the provider: a send's or a
+    /// receive's; a multi-receive's once the provider released it and no
+    /// [`Message`] of it is held.
+    pub buffer: Option<Buffer>,
+}
+
+/// One message received into a multi-receive buffer
+/// ([`Endpoint::recv_multi`](crate::Endpoint::recv_multi)): the bytes the
+/// provider reported as written for it, read-only.
+///
+/// The provider keeps writing later messages into the rest of the buffer
+/// while this is held; a `Message` covers only its own completed range,
+/// checked to lie inside the buffer, and gives no `&mut`. It keeps the
+/// pool's memory alive, and its buffer is not handed back while it lives:
+/// the buffer comes back with the completion that ends the multi-receive
+/// if no message is held then, else from the last message dropped (to its
+/// pool) or taken back with [`try_into_buffer`](Self::try_into_buffer).
+pub struct Message {
+    pool: Arc<PoolInner>,
+    slot: u32,
+    offset: usize,
+    len: usize,
+}
+
+impl Message {
+    /// Where the message starts in its buffer.
+    #[must_use]
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The buffer, if this is the last message of a multi-receive the
+    /// provider is done with; else the message back.
+    ///
+    /// # Errors
+    /// The message itself, while other messages of the buffer are held or
+    /// the provider still has the buffer (or its operation contexts both
+    /// wait for stale completions to drain: it then goes back to its pool
+    /// once they have).
+    pub fn try_into_buffer(self) -> std::result::Result<Buffer, Message> {
+        let slot = self.slot as usize;
+        {
+            let mut m = lock(&self.pool.multi[slot]);
+            let s = self.pool.table.states[slot].load(Ordering::Acquire);
+            if m.views != 1 || !m.done || s & STALE == STALE {
+                drop(m);
+                return Err(self);
+            }
+            m.views = 0;
+            m.done = false;
+        }
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again: its Arc is moved
+        // into the Buffer, which owns the slot from here (the last message
+        // of a multi-receive the provider is done with, state OWNED).
+        let pool = unsafe { std::ptr::read(&this.pool) };
+        Ok(Buffer {
+            pool,
+            slot: this.slot,
+        })
+    }
+}
+
+impl Deref for Message {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: offset + len <= slot_size (checked in complete_multi
+        // against the slot's bounds before the Message was made), so the
+        // range lies in the pool's allocation, which `self.pool` keeps
+        // alive. It is the range the provider reported for this message
+        // (`buf`, `len`): rxm reports the base of the message's own receive
+        // entry and the message size (`rxm_finish_recv`,
+        // `prov/rxm/src/rxm_cq.c` 168-176 in 1.17), the entry cut from
+        // the front of what was left (`rxm_adjust_multi_recv`, 697-716,
+        // the rest re-posted after it); sockets the address of the first
+        // byte it copied and the data length (`sock_progress.c`
+        // 1399-1421, `sock_cq.c` 244-262), copying at the buffer's `used`
+        // mark, which only grows. The provider wrote these bytes before it
+        // reported the message and writes only other messages' bytes
+        // afterwards. No `Buffer` of the slot, and so no `&mut`, exists
+        // while a Message does (the buffer comes back only with no
+        // message held).
+        unsafe {
+            std::slice::from_raw_parts(
+                self.pool
+                    .memory
+                    .add(self.slot as usize * self.pool.slot_size + self.offset),
+                self.len,
+            )
+        }
+    }
+}
+
+impl Drop for Message {
+    fn drop(&mut self) {
+        let slot = self.slot as usize;
+        let mut m = lock(&self.pool.multi[slot]);
+        m.views = m.views.saturating_sub(1);
+        if m.views > 0 || !m.done {
+            return;
+        }
+        m.done = false;
+        let state = &self.pool.table.states[slot];
+        // The last message of a buffer the provider is done with: the slot
+        // goes back to the pool, or rests while both of its contexts wait
+        // for stale completions to drain (StaleMarks::settle frees it).
+        let rested = state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            (s & STALE == STALE).then_some((s & !KIND) | RESTING)
+        });
+        if rested.is_err() {
+            drop(Buffer {
+                pool: self.pool.clone(),
+                slot: self.slot,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("slot", &self.slot)
+            .field("offset", &self.offset)
+            .field("len", &self.len)
             .finish()
     }
 }

@@ -16,7 +16,7 @@
 //! # Ok::<(), libfabric::Error>(())
 //! ```
 
-use crate::buffer::{Buffer, BufferPool};
+use crate::buffer::{Buffer, BufferPool, Message};
 use crate::domain::{Domain, DomainInner};
 use crate::epochs::Epochs;
 use crate::eq::{ErrDataBuf, Fid};
@@ -112,6 +112,19 @@ pub struct Members {
     len: usize,
     data: u64,
     tag: u64,
+    buf: usize,
+}
+
+impl Members {
+    /// What a multi-receive needs of the completion.
+    pub(crate) fn outcome(&self) -> crate::buffer::Outcome {
+        crate::buffer::Outcome {
+            flags: self.flags,
+            buf: self.buf,
+            len: self.len,
+            failed: false,
+        }
+    }
 }
 
 /// A CQ format: the entry type and its `enum fi_cq_format`. Sealed.
@@ -164,7 +177,8 @@ macro_rules! entry_type {
             /// A completion that was not reclaimed hands its buffer back
             /// to its pool here.
             fn drop(&mut self) {
-                crate::buffer::release_unreclaimed(self.0.get_mut().op_context);
+                let outcome = self.members(sealed::Token(())).outcome();
+                crate::buffer::release_unreclaimed(self.0.get_mut().op_context, outcome);
             }
         }
 
@@ -215,12 +229,12 @@ entry_type!(
 entry_type!(
     /// `struct fi_cq_data_entry` (`FI_CQ_FORMAT_DATA`).
     DataEntry(fi_cq_data_entry), Data, FI_CQ_FORMAT_DATA,
-    |r| Members { flags: r.flags, len: r.len, data: r.data, tag: 0 }
+    |r| Members { flags: r.flags, len: r.len, data: r.data, tag: 0, buf: r.buf as usize }
 );
 entry_type!(
     /// `struct fi_cq_tagged_entry` (`FI_CQ_FORMAT_TAGGED`).
     TaggedEntry(fi_cq_tagged_entry), Tagged, FI_CQ_FORMAT_TAGGED,
-    |r| Members { flags: r.flags, len: r.len, data: r.data, tag: r.tag }
+    |r| Members { flags: r.flags, len: r.len, data: r.data, tag: r.tag, buf: r.buf as usize }
 );
 
 /// Accessors of the members every format but CONTEXT has.
@@ -358,8 +372,13 @@ impl Default for Addr {
 #[non_exhaustive]
 pub struct Completion {
     /// The operation's buffer, back from its pool: `None` for an operation
-    /// posted from another pool.
+    /// posted from another pool, and for a message of a multi-receive
+    /// until the provider released its buffer and no message of it is
+    /// held (see [`Message`]).
     pub buffer: Option<Buffer>,
+    /// A message received into a multi-receive buffer
+    /// ([`Endpoint::recv_multi`](crate::Endpoint::recv_multi)).
+    pub message: Option<Message>,
     /// Completion flags.
     pub flags: CompletionFlags,
     /// Bytes received (receives) or sent.
@@ -374,8 +393,10 @@ impl Completion {
     /// The entry's members, and its buffer from `pool`.
     pub(crate) fn take<E: CompletionEntry>(entry: &E, pool: &BufferPool) -> Self {
         let m = entry.members(sealed::Token(()));
+        let back = pool.reclaim_received(entry);
         Completion {
-            buffer: pool.reclaim(entry),
+            buffer: back.buffer,
+            message: back.message,
             flags: CompletionFlags::from_bits_retain(m.flags),
             len: m.len,
             data: m.data,
@@ -383,10 +404,13 @@ impl Completion {
         }
     }
 
-    /// The received bytes: the first `len` bytes of the buffer (empty
-    /// without one).
+    /// The received bytes: the message of a multi-receive, else the
+    /// first `len` bytes of the buffer (empty without either).
     #[must_use]
     pub fn bytes(&self) -> &[u8] {
+        if let Some(message) = &self.message {
+            return message;
+        }
         self.buffer
             .as_deref()
             .map_or(&[], |b| &b[..self.len.min(b.len())])
@@ -561,7 +585,8 @@ impl<T: CompletionEntry> Drop for Completions<'_, T> {
     fn drop(&mut self) {
         for entry in self.entries.iter() {
             if entry.context() != 0 {
-                crate::buffer::release_unreclaimed(entry.take_context(sealed::Token(())));
+                let outcome = entry.members(sealed::Token(())).outcome();
+                crate::buffer::release_unreclaimed(entry.take_context(sealed::Token(())), outcome);
             }
         }
         self.epochs.leave(self.epoch);
@@ -603,11 +628,15 @@ pub struct CqError<'b> {
 /// then released as a batch of its queue (see the `epochs` module); the
 /// drop lives in this field (which borrows nothing) so that an error entry
 /// may still be dropped after the [`ErrDataBuf`] it borrows.
-struct UnreclaimedContext(*mut c_void, Option<(Arc<Epochs>, u64)>);
+struct UnreclaimedContext(
+    *mut c_void,
+    Option<(Arc<Epochs>, u64)>,
+    crate::buffer::Outcome,
+);
 
 impl Drop for UnreclaimedContext {
     fn drop(&mut self) {
-        crate::buffer::release_unreclaimed(self.0);
+        crate::buffer::release_unreclaimed(self.0, self.2);
         if let Some((epochs, epoch)) = &self.1 {
             epochs.leave(*epoch);
         }
@@ -645,6 +674,11 @@ impl CqError<'_> {
     #[must_use]
     pub fn context(&self) -> usize {
         self.op_context.0 as usize
+    }
+
+    /// What a multi-receive needs of the failed completion.
+    pub(crate) fn outcome(&self) -> crate::buffer::Outcome {
+        self.op_context.2
     }
 
     /// Takes the context, leaving 0 (hands a buffer back exactly once).
@@ -692,11 +726,16 @@ impl CqInner {
             // SAFETY: fi_cq_read(3) writes at most one entry (<= 64 bytes,
             // the tagged format's 48 being the largest) into entry.
             let ret = unsafe { sys::fi_cq_read(self.fid.as_ptr(), entry.as_mut_ptr().cast(), 1) };
+            // The entries' other members are not looked at: the endpoints
+            // bound to the queue are closed, and a multi-receive of theirs
+            // came back when they closed.
             if ret > 0 {
-                crate::buffer::release_unreclaimed(entry[0] as *mut c_void);
+                crate::buffer::release_unreclaimed(entry[0] as *mut c_void, Default::default());
             } else if classify(ret) == Err(Errno::AVAIL) {
                 match self.readerr_raw(&mut errbuf) {
-                    Ok(Some((err, _))) => crate::buffer::release_unreclaimed(err.op_context),
+                    Ok(Some((err, _))) => {
+                        crate::buffer::release_unreclaimed(err.op_context, Default::default())
+                    }
                     _ => break,
                 }
             } else {
@@ -1349,7 +1388,16 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         });
         drop(progress);
         Ok(read.map(|(entry, err_data)| CqError {
-            op_context: UnreclaimedContext(entry.op_context, ticket),
+            op_context: UnreclaimedContext(
+                entry.op_context,
+                ticket,
+                crate::buffer::Outcome {
+                    flags: entry.flags,
+                    buf: entry.buf as usize,
+                    len: entry.len,
+                    failed: true,
+                },
+            ),
             flags: CompletionFlags::from_bits_retain(entry.flags),
             len: entry.len,
             data: entry.data,

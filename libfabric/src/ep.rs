@@ -177,6 +177,11 @@ const AV_GIVEN: u32 = 1 << 12;
 /// An `enable` failed on a provider that runs such an endpoint in its
 /// queues' progress: final (see `Endpoint::enable`).
 const ENABLE_FAILED: u32 = 1 << 13;
+/// The info grants `FI_MULTI_RECV`.
+const CAP_MULTI: u32 = 1 << 14;
+/// The receive CQ's entries carry `buf` (the `Data` and `Tagged`
+/// formats), where a multi-receive's message landed.
+const RX_CQ_BUF: u32 = 1 << 15;
 
 const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG | CONNECTED;
 const RECV_READY: u32 = ENABLED | RX_CQ | CAP_MSG;
@@ -219,6 +224,15 @@ impl Bound {
     }
 }
 
+/// An endpoint's `FI_OPT_MIN_MULTI_RECV`.
+#[derive(Default)]
+struct MinMultiRecv {
+    /// As set and read back.
+    value: Option<usize>,
+    /// A multi-receive was posted with it: fixed.
+    posted: bool,
+}
+
 /// The request an endpoint was opened from, until `fi_accept` succeeds.
 struct PendingAccept {
     source: RequestSource,
@@ -239,6 +253,9 @@ pub(crate) struct EpInner {
     /// The address vector, read by every post to or from an address.
     av: OnceLock<Arc<AvInner>>,
     pending: Mutex<Option<PendingAccept>>,
+    /// `FI_OPT_MIN_MULTI_RECV` as set, fixed once a multi-receive was
+    /// posted; held while one is.
+    min_multi_recv: Mutex<MinMultiRecv>,
     domain: Arc<DomainInner>,
     /// Under a serialized threading model, the connection events its event
     /// queue saw (`CONNECTED`, `DISCONNECTED`), and `CONNECTING` mirrored
@@ -863,6 +880,9 @@ impl<T: ThreadModel> Endpoint<T> {
         if caps.contains(Caps::TAGGED) {
             state |= CAP_TAGGED;
         }
+        if caps.contains(Caps::MULTI_RECV) {
+            state |= CAP_MULTI;
+        }
         let pending = match source {
             Some(source) => match info.to_owned_info() {
                 Ok(copy) => Some(PendingAccept {
@@ -892,6 +912,7 @@ impl<T: ThreadModel> Endpoint<T> {
             bound: Mutex::new(Bound::default()),
             av: OnceLock::new(),
             pending: Mutex::new(pending),
+            min_multi_recv: Mutex::new(MinMultiRecv::default()),
             domain: domain.inner.clone(),
             conn_events: (!T::LOCKED).then(Arc::default),
         })))
@@ -1090,6 +1111,9 @@ impl<T: ThreadModel> Endpoint<T> {
         if rx {
             bound.rx = Some(cq.inner.clone());
             bits |= RX_CQ;
+            if F::FORMAT == sys::FI_CQ_FORMAT_DATA || F::FORMAT == sys::FI_CQ_FORMAT_TAGGED {
+                bits |= RX_CQ_BUF;
+            }
         }
         self.inner.state.fetch_or(bits, Ordering::Release);
         Ok(())
@@ -1610,6 +1634,305 @@ impl<T: ThreadModel> Endpoint<T> {
             src,
             p.context
         ))
+    }
+
+    /// `fi_recvmsg` with `FI_MULTI_RECV`: the buffer receives several
+    /// messages, one after another (fi_msg(3)). Each completes with a
+    /// [`Message`](crate::Message) of the bytes it landed in
+    /// ([`BufferPool::reclaim_received`](crate::BufferPool::reclaim_received),
+    /// [`Completion::message`](crate::cq::Completion::message)); once
+    /// fewer than `min_free` bytes are left the provider releases the
+    /// buffer, and it comes back when no message of it is held.
+    ///
+    /// `min_free` is the endpoint's `FI_OPT_MIN_MULTI_RECV`, which applies
+    /// to every multi-receive buffer posted on it: set with
+    /// [`set_min_multi_recv`](Self::set_min_multi_recv) (before
+    /// [`enable`](Self::enable) where the provider needs it), or by the
+    /// first multi-receive; later ones must give the same value. Give at least the largest message a peer sends. A message
+    /// larger than what is left is truncated (an error completion,
+    /// [`Errno::TRUNC`](crate::Errno::TRUNC)) and ends the buffer; where the error entry does not say where it landed
+    /// (rxm, sockets) the buffer comes back only when its endpoint closes.
+    /// The endpoint needs [`Caps::MULTI_RECV`], and a
+    /// receive queue of the [`Data`](crate::cq::Data) or
+    /// [`Tagged`](crate::cq::Tagged) format, whose entries say where each
+    /// message landed.
+    ///
+    /// ```
+    /// use libfabric::cq::{CqAttr, Data};
+    /// use libfabric::prelude::*;
+    /// use libfabric::av::{AddressVector, AvType};
+    /// let hints = Hints::new()
+    ///     .provider("tcp;ofi_rxm")
+    ///     .node("127.0.0.1")
+    ///     .ep_type(EpType::Rdm)
+    ///     .caps(Caps::MSG | Caps::MULTI_RECV);
+    /// let info = getinfo(&hints)?.into_iter().next().unwrap();
+    /// let domain = Domain::open(&Fabric::open(&info)?, &info)?;
+    /// let av = AddressVector::open(&domain, AvType::Table, 4)?;
+    /// let open = || -> libfabric::Result<(Endpoint, CompletionQueue<Data>)> {
+    ///     let cq = CompletionQueue::<Data>::open(&domain, &CqAttr::new().wait(WaitObj::None))?;
+    ///     let ep = Endpoint::open(&domain, &info)?;
+    ///     ep.bind_av(&av)?;
+    ///     ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV)?;
+    ///     // Released once fewer than 256 bytes are left (set before
+    ///     // enable: some providers take it only then).
+    ///     ep.set_min_multi_recv(256)?;
+    ///     ep.enable()?;
+    ///     Ok((ep, cq))
+    /// };
+    /// let (rx, rx_cq) = open()?;
+    /// let (tx, tx_cq) = open()?;
+    /// let dest = av.insert(&rx.name()?)?;
+    /// let pool = BufferPool::new(&domain, 8, 4096)?;
+    /// // One buffer for several messages.
+    /// rx.recv_multi(pool.take().unwrap(), 256).map_err(|(_, e)| e)?;
+    /// let mut got = Vec::new();
+    /// // Progress both sides: send buffers come back, messages are kept.
+    /// let poll = |got: &mut Vec<Vec<u8>>| {
+    ///     let _ = tx_cq.read(&mut [Default::default()]);
+    ///     if let Ok(done) = rx_cq.wait_one(&pool, Some(std::time::Duration::ZERO)) {
+    ///         got.push(done.message.expect("a message").to_vec());
+    ///     }
+    /// };
+    /// for text in [&b"first"[..], b"second message"] {
+    ///     let mut buf = pool.take().unwrap();
+    ///     buf[..text.len()].copy_from_slice(text);
+    ///     while let Err((back, e)) = tx.send_to(buf, text.len(), dest) {
+    ///         assert!(e.is_again(), "{e}"); // rxm connects on first use
+    ///         poll(&mut got);
+    ///         buf = back;
+    ///     }
+    /// }
+    /// while got.len() < 2 {
+    ///     poll(&mut got);
+    /// }
+    /// assert_eq!(got, [&b"first"[..], b"second message"]);
+    /// # Ok::<(), libfabric::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Each with the buffer handed back: as [`recv_from`](Self::recv_from)
+    /// (with `fi_recvmsg` as the call); [`Error::MissingCapability`]
+    /// without `FI_MULTI_RECV`; [`Error::Unsupported`] on a provider that
+    /// can write past a multi-receive buffer (see `quirks`);
+    /// [`Error::State`] with a receive queue of a format without `buf`;
+    /// [`Error::BufferTooSmall`] for a buffer of at most `min_free` bytes;
+    /// the errors of [`set_min_multi_recv`](Self::set_min_multi_recv)
+    /// (a `min_free` of 0, another than the one posted with before, one
+    /// the provider does not apply).
+    #[doc(alias = "fi_recvmsg")]
+    #[doc(alias = "FI_MULTI_RECV")]
+    #[doc(alias = "FI_OPT_MIN_MULTI_RECV")]
+    pub fn recv_multi(&self, buffer: Buffer, min_free: usize) -> Handback<Buffer> {
+        self.recv_multi_from(buffer, min_free, Addr::UNSPEC)
+    }
+
+    /// [`recv_multi`](Self::recv_multi) of messages from one source
+    /// address (connectionless endpoints; `Addr::UNSPEC` for any).
+    ///
+    /// # Errors
+    /// As [`recv_multi`](Self::recv_multi).
+    pub fn recv_multi_from(&self, buffer: Buffer, min_free: usize, src: Addr) -> Handback<Buffer> {
+        let call = "fi_recvmsg";
+        let mut min = self
+            .inner
+            .min_multi_recv
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let src = match self
+            .check_multi(call, &buffer, min_free)
+            .and_then(|()| self.check_peer(call, src, true))
+            .and_then(|src| {
+                self.apply_min_multi_recv(&mut min, min_free)?;
+                min.posted = true;
+                Ok(src)
+            }) {
+            Ok(src) => src,
+            Err(error) => return Err((buffer, error)),
+        };
+        let len = buffer.len();
+        let posted = buffer.into_flight_multi(self.inner.id, min_free);
+        let p = posted.parts();
+        let iov = libc::iovec {
+            iov_base: p.addr,
+            iov_len: len,
+        };
+        let mut desc = p.desc;
+        let msg = sys::fi_msg {
+            msg_iov: (&raw const iov).cast(),
+            desc: &raw mut desc,
+            iov_count: 1,
+            addr: src,
+            context: p.context,
+            data: 0,
+        };
+        // SAFETY: fi_msg(3) fi_recvmsg with FI_MULTI_RECV: the endpoint is
+        // enabled with a receive CQ, FI_MSG and FI_MULTI_RECV granted, src
+        // a live address or FI_ADDR_UNSPEC (checked above); the fi_msg and
+        // its one iovec and descriptor are read during the call (rxm copies
+        // them into its receive entry, `rxm_recv_entry_init_common`,
+        // `prov/rxm/src/rxm_ep.c` 587-614; sockets into its rx entry,
+        // `sock_ep_recvmsg`, `prov/sockets/src/sock_msg.c` 130-132 in
+        // 1.17). The buffer's memory (registered,
+        // desc from fi_mr_desc) and its context stay valid until the
+        // provider is done with it: the Buffer was moved into the provider
+        // (into_flight_multi), and only a completion that ends the
+        // multi-receive, or the endpoint's close, gives it back.
+        let ret = unsafe { sys::fi_recvmsg(self.raw(), &msg, sys::FI_MULTI_RECV) };
+        drop(min);
+        if ret == 0 {
+            Ok(())
+        } else {
+            Err((posted.refused(), Error::from_ret(call, ret)))
+        }
+    }
+
+    /// The checks of a multi-receive post, but the source address.
+    fn check_multi(&self, call: &'static str, buffer: &Buffer, min_free: usize) -> Result<()> {
+        self.ready(call, RECV_READY)?;
+        if self.inner.state.load(Ordering::Acquire) & CAP_MULTI == 0 {
+            return Err(Error::MissingCapability {
+                call,
+                needed: Caps::MULTI_RECV,
+            });
+        }
+        if let Some(reason) = crate::quirks::multi_recv_overruns(self.inner.info.provider()) {
+            return Err(Error::Unsupported { call, reason });
+        }
+        if self.inner.state.load(Ordering::Acquire) & RX_CQ_BUF == 0 {
+            return Err(Error::State {
+                call,
+                reason: "a multi-receive needs a receive completion queue of the Data or \
+                         Tagged format (their entries say where each message landed)",
+            });
+        }
+        self.check_buffer(call, buffer)?;
+        if min_free == 0 {
+            return Err(Error::InvalidArgument(
+                "fi_recvmsg(FI_MULTI_RECV): a min_free of 0 never releases a buffer that \
+                 was filled exactly; give at least the largest message expected"
+                    .into(),
+            ));
+        }
+        let needed = min_free.checked_add(1).ok_or(Error::TooLarge {
+            what: "multi-receive min_free",
+            limit: usize::MAX - 1,
+            given: min_free,
+        })?;
+        if buffer.len() < needed {
+            return Err(Error::BufferTooSmall {
+                what: "multi-receive buffer (more than min_free bytes)",
+                needed,
+                given: buffer.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets the endpoint's `FI_OPT_MIN_MULTI_RECV` (`fi_setopt`): a
+    /// multi-receive buffer is released once fewer than `min_free` bytes
+    /// are left in it. Set once, before the endpoint's first
+    /// [`recv_multi`](Self::recv_multi) (which sets it otherwise), and
+    /// before [`enable`](Self::enable) for rxm of libfabric 2, which hands
+    /// the value to its receive queue at enable and ignores later changes
+    /// (`rxm_ep_setopt`, `prov/rxm/src/rxm_ep.c` 306-308, used at
+    /// 1375-1377 in 2.1). The value is read back (`fi_getopt`):
+    /// the buffer's accounting rests on the one the provider applies.
+    ///
+    /// # Errors
+    /// [`Error::MissingCapability`] without `FI_MULTI_RECV`;
+    /// [`Error::Unsupported`] where multi-receive is refused (see
+    /// [`recv_multi`](Self::recv_multi));
+    /// [`Error::InvalidArgument`] for 0, or once a multi-receive was
+    /// posted with another value; [`Error::Unsupported`] when the provider
+    /// does not apply it (reads back another value); [`Error::Call`] when
+    /// `fi_setopt` or `fi_getopt` fails.
+    #[doc(alias = "FI_OPT_MIN_MULTI_RECV")]
+    pub fn set_min_multi_recv(&self, min_free: usize) -> Result<()> {
+        let mut min = self
+            .inner
+            .min_multi_recv
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.apply_min_multi_recv(&mut min, min_free)
+    }
+
+    /// Sets `FI_OPT_MIN_MULTI_RECV` unless it is set to `min_free` already
+    /// (`min` is the endpoint's record, locked).
+    fn apply_min_multi_recv(&self, min: &mut MinMultiRecv, min_free: usize) -> Result<()> {
+        let call = "fi_setopt(FI_OPT_MIN_MULTI_RECV)";
+        if self.inner.state.load(Ordering::Acquire) & CAP_MULTI == 0 {
+            return Err(Error::MissingCapability {
+                call,
+                needed: Caps::MULTI_RECV,
+            });
+        }
+        // Before the fi_setopt: shm's dereferences a receive context that
+        // exists only once the endpoint is enabled (`smr_ep_setopt`,
+        // `prov/shm/src/smr_ep.c` 135-138 in 1.17; it crashed here).
+        if let Some(reason) = crate::quirks::multi_recv_overruns(self.inner.info.provider()) {
+            return Err(Error::Unsupported { call, reason });
+        }
+        if min_free == 0 {
+            return Err(Error::InvalidArgument(
+                "FI_OPT_MIN_MULTI_RECV: 0 never releases a buffer that was filled exactly; \
+                 give at least the largest message expected"
+                    .into(),
+            ));
+        }
+        if min.value == Some(min_free) {
+            return Ok(());
+        }
+        if min.posted {
+            return Err(Error::InvalidArgument(
+                format!(
+                    "FI_OPT_MIN_MULTI_RECV: this endpoint's min_free is {} and a multi-receive \
+                     was posted with it; it is fixed from then on (a lower value would let the \
+                     provider place messages where a buffer posted before counts none), not \
+                     {min_free}",
+                    min.value.unwrap_or(0)
+                )
+                .into(),
+            ));
+        }
+        let value: usize = min_free;
+        // SAFETY: fi_endpoint(3): FI_OPT_MIN_MULTI_RECV takes a size_t,
+        // read during the call (rxm `rxm_ep_setopt`, `rxm_ep.c` 500-505;
+        // sockets `sock_ep_setopt`, `sock_ep.c` 1097-1104 in 1.17).
+        check(call, unsafe {
+            sys::fi_setopt(
+                self.inner.fid.fid(),
+                sys::FI_OPT_ENDPOINT as i32,
+                sys::FI_OPT_MIN_MULTI_RECV as i32,
+                (&raw const value).cast(),
+                std::mem::size_of::<usize>(),
+            )
+        })?;
+        let mut applied: usize = 0;
+        let mut len = std::mem::size_of::<usize>();
+        // SAFETY: fi_endpoint(3): fi_getopt writes a size_t for
+        // FI_OPT_MIN_MULTI_RECV and its size into len (rxm
+        // `rxm_ep_getopt`, `rxm_ep.c` 466-472 in 1.17, the receive
+        // queue's value in 2.1, 272-282; sockets `sock_ep_getopt`, `sock_ep.c`
+        // 1066-1068).
+        check("fi_getopt(FI_OPT_MIN_MULTI_RECV)", unsafe {
+            sys::fi_getopt(
+                self.inner.fid.fid(),
+                sys::FI_OPT_ENDPOINT as i32,
+                sys::FI_OPT_MIN_MULTI_RECV as i32,
+                (&raw mut applied).cast(),
+                &mut len,
+            )
+        })?;
+        if applied != min_free || len != std::mem::size_of::<usize>() {
+            return Err(Error::Unsupported {
+                call,
+                reason: "the provider did not apply it (fi_getopt reads back another value): \
+                         rxm of libfabric 2 takes it only before Endpoint::enable",
+            });
+        }
+        min.value = Some(min_free);
+        Ok(())
     }
 
     /// `fi_send` of the first `len` bytes.

@@ -118,6 +118,7 @@
 //! | `fi_mr_regattr` (`FI_HMEM_SYSTEM`) | [`MemoryRegion::register_attr`] |
 //! | `fi_write`, `fi_read`, `fi_writedata`, `fi_inject_write` | [`Endpoint::write`], [`Endpoint::read`], [`Endpoint::write_data`], [`Endpoint::inject_write`] |
 //! | `fi_atomic`, `fi_fetch_atomic`, `fi_compare_atomic` (with `fi_atomicvalid`, `fi_fetch_atomicvalid`, `fi_compare_atomicvalid` first) | [`Endpoint::atomic`], [`Endpoint::fetch_atomic`], [`Endpoint::compare_atomic`] on the integer types of [`ep::atomic::AtomicType`] |
+//! | `fi_recvmsg` with `FI_MULTI_RECV`, `fi_setopt` / `fi_getopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV)` | [`Endpoint::recv_multi`], [`Endpoint::recv_multi_from`], [`Endpoint::set_min_multi_recv`]; each message a [`Message`] ([`BufferPool::reclaim_received`], [`cq::Completion::message`]) |
 //!
 //! Not wrapped: `FI_WAIT_MUTEX_COND`'s `fi_mutex_cond` (raw pthread
 //! objects cannot be handed out safely; such queues still block in
@@ -127,8 +128,8 @@
 //! # Misuse
 //!
 //! Every misuse that fi_eq(3), fi_cq(3), fi_cntr(3), fi_poll(3),
-//! fi_domain(3), fi_endpoint(3), fi_cm(3), fi_msg(3), fi_mr(3), fi_rma(3)
-//! and fi_atomic(3) warn about, and what
+//! fi_domain(3), fi_endpoint(3), fi_cm(3), fi_msg(3) (with `FI_MULTI_RECV`),
+//! fi_mr(3), fi_rma(3) and fi_atomic(3) warn about, and what
 //! happens here. "Compile error" rows are proven by the file under
 //! `tests/ui/` that must fail to compile; the other rows by the test named,
 //! under `tests/` of this crate (or of the suite that holds the cross-crate
@@ -184,6 +185,10 @@
 //! | Reading into entries that still hold completions not yet reclaimed, or closing a CQ before the completions flushed by its endpoints' close were read | A read returns its completions in a [`cq::Completions`] guard whose drop hands back the buffers of those not reclaimed (so no read overwrites one, and a read costs the same whatever the slice's length); the guard gives shared access only, so a completion cannot be moved out of its batch (into an array read over later, or another batch); the CQ's final close hands back those of completions never read. A guard leaked with `mem::forget` leaks its buffers, as `mem::forget` does | compile error: `ui/completion_moved_out_of_its_batch.rs`; `misuse.rs` `a_completion_dropped_without_reclaim_frees_its_buffer`; suite `load.rs` `a_million_real_completions_read_by_several_threads` |
 //! | Taking a completion's context by hand, clearing a queue's wait poison or holding its progress lock (through the traits' hidden methods) | Those methods take a token only the crate can make | compile error: `ui/completion_context_taken_by_hand.rs`, `ui/queue_internals_reached_by_hand.rs` |
 //! | Reclaiming one completion on two threads at once | Completions are not `Sync` (reclaiming takes the context through a shared reference) | compile error: `ui/completion_reclaimed_on_two_threads.rs` |
+//! | Touching a multi-receive buffer (fi_msg(3) `FI_MULTI_RECV`) while the provider still fills it, or a message's bytes past what the provider reported | Each message is a read-only [`Message`] of exactly the range its completion reported, checked to lie inside the posted buffer (else it is no message, and the buffer comes back only with its endpoint's close); a completion without `FI_RECV` is a release, no message; no `&mut` reaches a message, and the [`Buffer`] comes back only once the provider released it, the messages completed fill the buffer from its start to within `min_free` of its end (no message can then still be copied in: rxm flags the last message *matched* while earlier large ones are still copied in, and writes a release of its own ahead of an unexpected rendezvous message), and no message is held; the endpoint's `min_free` is fixed by its first multi-receive; a message keeps its pool's memory alive | compile error: `ui/multi_recv_message_written_or_kept_with_its_buffer.rs`; `multi_recv.rs` `reading_past_a_message_is_refused`, `large_messages_finish_before_the_buffer_comes_back`, `a_release_ahead_of_an_unexpected_large_message_waits_for_it`, `messages_dropped_in_any_order_give_the_buffer_back_once`, `messages_taken_on_two_threads_while_buffers_are_reposted`, `a_message_kept_after_everything_else_keeps_its_memory` |
+//! | A multi-receive buffer posted on an endpoint that closes | It comes back with the close, once its messages still held are dropped | `multi_recv.rs` `endpoint_closed_with_the_buffer_posted_gives_it_back` |
+//! | A multi-receive on a provider that can write past the buffer (shm, rxd, and rxm of libfabric 2 wrap their count of bytes left when a message is larger than it: with the C API, a 2000-byte message into 1096 bytes left made the next ones land 1000 (shm 1.17, rxm 2.1) and 1904 (rxd) bytes past a 4096-byte buffer) | [`Error::Unsupported`], buffer handed back; rxm and sockets truncate such a message, and write nothing past the buffer | `multi_recv.rs` `a_message_larger_than_what_is_left_ends_the_buffer_and_writes_nothing_past_it` (each test prints its SKIP line on shm, `udp;ofi_rxd`, and rxm of libfabric 2) |
+//! | A multi-receive buffer not larger than `FI_OPT_MIN_MULTI_RECV`, a minimum of 0 or other than the endpoint's first, without `FI_MULTI_RECV`, or with a receive queue whose entries do not say where a message landed | [`Error::BufferTooSmall`], [`Error::InvalidArgument`], [`Error::TooLarge`] (checked arithmetic), [`Error::MissingCapability`], [`Error::State`]; the buffer handed back | `multi_recv.rs` `a_buffer_not_larger_than_min_free_is_refused`, `connected_endpoints_without_the_capability_refuse_multi_receive`, `a_receive_queue_without_buf_is_refused` |
 //! | Sharing objects between threads of a domain that is not `FI_THREAD_SAFE` (fi_domain(3)) | Only `FI_THREAD_SAFE` domains are opened ([`Error::InvalidArgument`] otherwise) | [`Domain::open`]; the safe [`Hints`] always ask for it |
 //! | Asking for an API version newer than the library loaded | [`Error::RuntimeTooOld`] | [`info::getinfo`] |
 //! | Binding an EQ, CQ or AV, or opening a domain, endpoint or passive endpoint, with an object or `fi_info` of another provider, fabric or domain (providers cast what they are given to their own types: a crash or a hang) | [`Error::ForeignObject`] before the call | `adversarial.rs` `objects_of_another_provider_are_refused`, `objects_of_another_fabric_of_the_same_provider_are_refused`, `a_connection_request_cannot_open_an_endpoint_of_another_provider` |
@@ -301,7 +306,7 @@ pub mod tokio;
 pub mod wait;
 
 pub use av::AddressVector;
-pub use buffer::{Buffer, BufferPool};
+pub use buffer::{Buffer, BufferPool, Message, Reclaimed};
 pub use cntr::{CntrAttr, Counter};
 pub use conn::{Connection, Incoming, Listener, Rdm};
 pub use connreq::ConnRequest;

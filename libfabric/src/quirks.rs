@@ -155,3 +155,38 @@ pub(crate) fn counts_remote_rma_at_endpoints(provider: &str) -> bool {
 pub(crate) fn frees_regions_under_progress(provider: &str) -> bool {
     provider == "sockets"
 }
+
+/// Why the provider's multi-receive can write past the posted buffer, if
+/// it can: shm and rxd subtract a message's size from the bytes left
+/// without checking that it fits, so a message larger than what is left
+/// wraps the count around and the next message lands past the buffer's
+/// end (shm: `smr_adjust_multi_recv`, `prov/shm/src/smr_ep.c` 1388-1401
+/// in 1.17, `util_adjust_multi_recv`, `prov/util/src/util_srx.c` 115-127
+/// in 1.22; rxd: `rxd_progress_multi_recv`, `prov/rxd/src/rxd_cq.c`
+/// 454-484, unchanged in 1.22), and so does rxm from libfabric 2.0, whose
+/// receives go through that same `util_srx.c` (`util_ep_srx_context` at
+/// enable, `prov/rxm/src/rxm_ep.c` 1375 in 2.1; its own
+/// `rxm_adjust_multi_recv`, which checks the size first, `rxm_cq.c`
+/// 697-700, is gone). Seen with the C API: a 2000-byte message into 1096
+/// bytes left made the next ones land 1000 (shm 1.17, rxm 2.1) and 1904
+/// (rxd) bytes past a 4096-byte buffer; rxm 1.17 and 1.22 and sockets
+/// truncate it and write nothing past. A peer picks the message size, so
+/// no `min_free` rules it out. The provider code is the runtime's, so
+/// rxm is told apart by the runtime version.
+pub(crate) fn multi_recv_overruns(provider: &str) -> Option<&'static str> {
+    use libfabric_sys::fabric as sys;
+    if provider == "shm" || provider.contains("ofi_rxd") {
+        Some(
+            "the provider's multi-receive can write past the buffer (a message larger than \
+             what is left wraps its count of bytes left): refused",
+        )
+    } else if provider.contains("ofi_rxm") && sys::runtime_version() >= sys::FI_VERSION(2, 0) {
+        Some(
+            "rxm of libfabric 2 receives through the shared receive queue, whose \
+             multi-receive can write past the buffer (a message larger than what is left \
+             wraps its count of bytes left): refused",
+        )
+    } else {
+        None
+    }
+}
