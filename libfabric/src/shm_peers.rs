@@ -29,9 +29,15 @@
 //! provider keeps its name, with the unmapped region, in the list it looks
 //! peers of this process up in for the life of the process:
 //! `smr_map_to_region`, `util_shm.c` 373-380; `smr_av.c` 95-102 in 2.6).
-//! The names of the endpoints
-//! that closed are kept for the life of the process as well, as the
-//! provider keeps its own entry for each.
+//! The names of the endpoints that closed are kept for the life of the
+//! process as well, as the provider keeps its own entry for each.
+//!
+//! Not covered: from libfabric 1.21 an endpoint's close answers each large
+//! message left unexpected at it by writing into its sender's region
+//! (`smr_discard`, `prov/shm/src/smr_ep.c` 1266-1280 in 1.22; 1.17's,
+//! 1568-1574, writes nothing). Two endpoints closing together that hold
+//! each other's large unexpected messages can then not be closed in any
+//! order without one writing into the other's unmapped region.
 //!
 //! [`quirks::closed_peers_dangle`]: crate::quirks::closed_peers_dangle
 
