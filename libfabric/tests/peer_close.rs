@@ -3,12 +3,16 @@
 //! vector calls toward it, on the suite's provider as `FI_EP_RDM`.
 //!
 //! shm gave the survivor the closed endpoint's own mapping of its memory,
-//! which the close unmapped: all but `removing_a_closed_peer_of_this_process`
-//! and `a_large_send_in_flight_toward_a_peer_that_closes` crashed on 1.17
-//! and 1.22, all but the first on 2.1, until the close was put off while an
-//! open endpoint may address it (see the crate's precondition table). Every provider runs them: the survivor
-//! gets a typed error or its message is never received, and every buffer
-//! comes back.
+//! which the close unmapped. Without the crate putting the close off, these
+//! crashed on 1.17, 1.22 and 2.1: `sends_to_a_closed_peer_of_this_process`,
+//! `rma_toward_a_closed_peer_of_this_process`,
+//! `a_large_send_from_a_peer_that_closed`,
+//! `the_address_of_a_closed_endpoint_of_this_process`,
+//! `a_vector_that_maps_a_closed_endpoint_takes_no_new_endpoint`,
+//! `a_closed_endpoint_addressed_by_an_open_one_closes_with_it`; on 2.1 also
+//! `a_large_send_in_flight_toward_a_peer_that_closes`. Every provider runs
+//! them: the survivor gets a typed error or its message is never received,
+//! and every buffer comes back.
 
 mod common;
 
