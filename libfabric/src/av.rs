@@ -114,6 +114,11 @@ pub(crate) struct Deferred {
 
 pub(crate) struct AvInner {
     pub(crate) fid: OwnedFid<sys::fid_av>,
+    /// A process-unique id (the shm_peers module's key).
+    pub(crate) id: u64,
+    /// Whether its inserts and removals are recorded in the shm_peers
+    /// module (see `quirks::closed_peers_dangle`).
+    shm: bool,
     /// Bit i set: index i was returned by an insert and not removed.
     live: Box<[AtomicU64]>,
     /// Inserts, removals and binds, one at a time; holds the removals put
@@ -153,7 +158,11 @@ impl AvInner {
         // SAFETY: fi_av_remove(3) reads one fi_addr_t, an entry this vector
         // returned from fi_av_insert and has not removed; no endpoint is
         // bound (see `unbound`), so no transfer can name it concurrently.
-        unsafe { sys::fi_av_remove(self.fid.as_ptr(), &mut raw, 1, 0) }
+        let ret = unsafe { sys::fi_av_remove(self.fid.as_ptr(), &mut raw, 1, 0) };
+        if ret == 0 && self.shm {
+            crate::shm_peers::lock().removed(self.id, addr);
+        }
+        ret
     }
 
     /// An endpoint was bound to the vector.
@@ -173,6 +182,16 @@ impl AvInner {
             for addr in std::mem::take(&mut d.removals) {
                 let _ = self.remove_raw(addr);
             }
+        }
+    }
+}
+
+impl Drop for AvInner {
+    fn drop(&mut self) {
+        if self.shm {
+            // No endpoint is bound any more (each holds the vector), and
+            // its provider close (the field) drops its map.
+            crate::shm_peers::lock().av_closed(self.id);
         }
     }
 }
@@ -247,8 +266,11 @@ impl<T: ThreadModel> AddressVector<T> {
             )
         };
         let fid = OwnedFid::opened("fi_av_open", ret, raw)?;
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Ok(AddressVector::from_inner(Arc::new(AvInner {
             fid,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            shm: crate::quirks::closed_peers_dangle(domain.inner.info.provider()),
             live: live.into_boxed_slice(),
             lock: Mutex::new(Deferred::default()),
             domain: domain.inner.clone(),
@@ -261,7 +283,10 @@ impl<T: ThreadModel> AddressVector<T> {
     /// # Errors
     /// [`Error::BufferTooSmall`] when `addr` is shorter than the domain's
     /// address format (the provider would read past it),
-    /// [`Error::TooLarge`] when the vector is full, and the provider's error.
+    /// [`Error::TooLarge`] when the vector is full, [`Error::State`] on shm
+    /// for the address of an endpoint of this process that closed (see
+    /// [`Endpoint::close`](crate::Endpoint::close)), and the provider's
+    /// error.
     #[doc(alias = "fi_av_insert")]
     pub fn insert(&self, addr: &[u8]) -> Result<Addr> {
         let info = &self.inner.domain.info;
@@ -275,6 +300,17 @@ impl<T: ThreadModel> AddressVector<T> {
                 call: "fi_av_insert",
                 reason: "an endpoint bound to this address vector failed to enable, and the provider may map inserted addresses into it (shm crashes): close that endpoint first",
             });
+        }
+        // shm: the address of an endpoint of this process that closed is
+        // refused, and what is inserted recorded (see the shm_peers
+        // module), with the record locked across the insert.
+        let shm_name = self
+            .inner
+            .shm
+            .then(|| crate::shm_peers::normalize(&addr[..needed]));
+        let mut registry = shm_name.as_ref().map(|_| crate::shm_peers::lock());
+        if let (Some(registry), Some(name)) = (&registry, &shm_name) {
+            registry.check_insert(name)?;
         }
         let mut out = Addr::UNSPEC;
         // SAFETY: fi_av_insert(3) reads one address from addr, at most
@@ -306,6 +342,10 @@ impl<T: ThreadModel> AddressVector<T> {
                 given: out.0 as usize + 1,
             });
         }
+        if let (Some(registry), Some(name)) = (&mut registry, shm_name) {
+            registry.inserted(self.inner.id, out.0, name);
+        }
+        drop(registry);
         // The same address inserted again while its removal is put off is
         // live again.
         deferred.removals.retain(|&a| a != out.0);

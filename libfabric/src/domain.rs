@@ -331,7 +331,9 @@ impl<T: ThreadModel> Domain<T> {
     /// [`Error::InvalidArgument`] when `info`'s threading model does not
     /// give what `T` needs, or its memory registration mode has
     /// `FI_MR_ENDPOINT`; [`Error::ForeignObject`] for an `fi_info` of
-    /// another provider or fabric; [`Error::Call`] when `fi_dupinfo` or
+    /// another provider or fabric; [`Error::Unsupported`] for a serialized
+    /// model on shm (whose endpoints of one process close together, across
+    /// domains and threads); [`Error::Call`] when `fi_dupinfo` or
     /// `fi_domain` fails.
     #[doc(alias = "fi_domain")]
     pub fn open_model(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
@@ -355,6 +357,19 @@ impl<T: ThreadModel> Domain<T> {
             ));
         }
         fabric.inner.check_info("fi_domain", info)?;
+        if !T::LOCKED && crate::quirks::closed_peers_dangle(info.provider()) {
+            // Closing an shm endpoint waits until no endpoint of the process
+            // may address it, and then closes a group of them, whatever
+            // domain they are of, on the thread of the last close
+            // (shm_peers): that would use a serialized domain off its
+            // thread.
+            return Err(Error::Unsupported {
+                call: "fi_domain",
+                reason: "shm endpoints of one process close together across domains and threads \
+                         (shm maps a peer of the same process through the peer's own memory), \
+                         which a serialized threading model cannot allow: use ThreadSafe",
+            });
+        }
         if info.mr_mode() & sys::FI_MR_ENDPOINT != 0 {
             // Memory regions would have to be bound to endpoints and enabled
             // before use; this crate's pools are not, and such a provider

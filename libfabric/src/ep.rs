@@ -182,6 +182,13 @@ const CAP_MULTI: u32 = 1 << 14;
 /// The receive CQ's entries carry `buf` (the `Data` and `Tagged`
 /// formats), where a multi-receive's message landed.
 const RX_CQ_BUF: u32 = 1 << 15;
+/// Registered as a shm endpoint others of this process may address (see
+/// the shm_peers module): its close is put off until none can.
+const SHM_PEER: u32 = 1 << 16;
+/// Closed by the application, its provider close put off (`SHM_PEER`).
+const PARKING: u32 = 1 << 17;
+/// Its provider close is due (the shm_peers module closes it now).
+const RELEASING: u32 = 1 << 18;
 
 const SEND_READY: u32 = ENABLED | TX_CQ | CAP_MSG | CONNECTED;
 const RECV_READY: u32 = ENABLED | RX_CQ | CAP_MSG;
@@ -244,7 +251,7 @@ pub(crate) struct EpInner {
     pub(crate) fid: OwnedFid<sys::fid_ep>,
     /// A process-unique id, recorded with each buffer posted on it.
     id: u64,
-    info: Info,
+    info: Arc<Info>,
     state: AtomicU32,
     connectionless: bool,
     inject_size: usize,
@@ -338,6 +345,13 @@ impl EpInner {
     /// provider needs one (see `av_for_close`), its receives in flight
     /// cancelled first, and its completion queues' progress held off.
     fn close_fid(&mut self) -> Result<()> {
+        self.close_fid_with(false)
+    }
+
+    /// [`close_fid`](Self::close_fid), with the progress locks of its
+    /// queues and counters already held by the caller when `held` (the
+    /// shm_peers module closing several at once).
+    fn close_fid_with(&mut self, held: bool) -> Result<()> {
         if !self.fid.is_open() {
             return Ok(());
         }
@@ -363,6 +377,13 @@ impl EpInner {
                 unsafe { sys::fi_cancel(self.fid.fid(), context) };
             }
         }
+        if state & (SHM_PEER | RELEASING) == SHM_PEER {
+            // Other endpoints of this process may still use its region:
+            // its provider close waits (see the shm_peers module). Its
+            // receives were cancelled above.
+            *self.state.get_mut() |= PARKING;
+            return Ok(());
+        }
         let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
         let cqs = if state & (TX_CQ_GIVEN | RX_CQ_GIVEN) != 0 {
             distinct_cqs(bound)
@@ -370,7 +391,11 @@ impl EpInner {
             [None, None]
         };
         let cntrs = bound.given_cntrs();
-        let _exclusive = exclusive(&cqs, &cntrs);
+        let _exclusive = if held {
+            Vec::new()
+        } else {
+            exclusive(&cqs, &cntrs)
+        };
         if crate::quirks::keeps_closed_endpoints_in_waits(self.info.provider()) {
             // Waits on this endpoint's queues and counters would call back
             // into it once it is closed (see CqInner::wait_poisoned):
@@ -388,10 +413,99 @@ impl EpInner {
     }
 }
 
+impl EpInner {
+    /// Its id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The endpoint whole, moved out of `self` (which is left closed and
+    /// bound to nothing), to be kept open by the shm_peers module.
+    fn take_parked(&mut self) -> EpInner {
+        let av = OnceLock::new();
+        if let Some(a) = self.av.take() {
+            let _ = av.set(a);
+        }
+        EpInner {
+            fid: self.fid.take(),
+            id: self.id,
+            info: self.info.clone(),
+            state: AtomicU32::new(*self.state.get_mut() & !PARKING),
+            connectionless: self.connectionless,
+            inject_size: self.inject_size,
+            cq_data_size: self.cq_data_size,
+            bound: Mutex::new(std::mem::take(
+                self.bound.get_mut().unwrap_or_else(|e| e.into_inner()),
+            )),
+            av,
+            pending: Mutex::new(
+                self.pending
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(),
+            ),
+            domain: self.domain.clone(),
+            conn_events: self.conn_events.clone(),
+            min_multi_recv: Mutex::new(std::mem::take(
+                self.min_multi_recv
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner()),
+            )),
+        }
+    }
+}
+
+/// Closes in the provider the shm endpoints the shm_peers module found
+/// no open endpoint may address any more, with the progress of all their
+/// queues and counters held off until the last one is closed: one of them
+/// may map another, and must not run once that one's region is gone.
+pub(crate) fn release_group(mut members: Vec<EpInner>) {
+    if members.is_empty() {
+        return;
+    }
+    let mut cqs: Vec<Arc<CqInner>> = Vec::new();
+    let mut cntrs: Vec<Arc<CntrInner>> = Vec::new();
+    for m in &mut members {
+        let state = m.state.get_mut();
+        *state |= RELEASING;
+        let given = *state & (TX_CQ_GIVEN | RX_CQ_GIVEN) != 0;
+        let bound = m.bound.get_mut().unwrap_or_else(|e| e.into_inner());
+        if given {
+            cqs.extend(distinct_cqs(bound).into_iter().flatten().map(|(c, _)| c));
+        }
+        cntrs.extend(bound.given_cntrs().into_iter().map(|(c, _)| c));
+    }
+    let mut locks: Vec<&std::sync::RwLock<()>> = cqs
+        .iter()
+        .map(|c| &c.lifecycle)
+        .chain(cntrs.iter().map(|c| &c.lifecycle))
+        .collect();
+    locks.sort_unstable_by_key(|l| *l as *const std::sync::RwLock<()> as usize);
+    locks.dedup_by(|a, b| std::ptr::eq(*a, *b));
+    let guards: Vec<_> = locks
+        .into_iter()
+        .map(|l| l.write().unwrap_or_else(|e| e.into_inner()))
+        .collect();
+    for m in &mut members {
+        // A failure leaves it open: its drop below tries once more, on its
+        // own, and otherwise keeps what it is bound to.
+        let _ = m.close_fid_with(true);
+    }
+    drop(guards);
+    drop(members);
+}
+
 impl Drop for EpInner {
     fn drop(&mut self) {
         if self.close_fid().is_err() {
             // Still open: it keeps what it is bound to (the fields below).
+            return;
+        }
+        if *self.state.get_mut() & PARKING != 0 {
+            // Kept open, whole, until no other endpoint may address it;
+            // `self` is left closed and bound to nothing.
+            let parked = self.take_parked();
+            crate::shm_peers::park(parked);
             return;
         }
         let pending = self.pending.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -907,7 +1021,7 @@ impl<T: ThreadModel> Endpoint<T> {
             connectionless: ep_type != EpType::Msg,
             inject_size: info.inject_size(),
             cq_data_size: info.cq_data_size(),
-            info,
+            info: Arc::new(info),
             state: AtomicU32::new(state),
             bound: Mutex::new(Bound::default()),
             av: OnceLock::new(),
@@ -1265,7 +1379,9 @@ impl<T: ThreadModel> Endpoint<T> {
     ///
     /// # Errors
     /// [`Error::State`] when what it needs is not bound, it is already
-    /// enabled, or an enable of it failed on rxm, rxd or shm; the
+    /// enabled, an enable of it failed on rxm, rxd or shm, or, on shm, its
+    /// address vector may map an endpoint of this process that closed, or
+    /// such an endpoint had its name (see [`close`](Self::close)); the
     /// provider's error.
     #[doc(alias = "fi_enable")]
     pub fn enable(&self) -> Result<()> {
@@ -1304,6 +1420,17 @@ impl<T: ThreadModel> Endpoint<T> {
                 call: "fi_enable",
                 reason: "the endpoint's caps receive (or the domain carries remote CQ data): bind a completion queue for receives (CqBind::RECV) first",
             });
+        }
+        if state & SHM_PEER == 0 && crate::quirks::closed_peers_dangle(self.inner.info.provider()) {
+            if let Some(av) = self.inner.av.get() {
+                // Known to the shm_peers module before the provider can map
+                // it anywhere: from here its close waits for the endpoints
+                // that may address it, and a vector that may map an
+                // endpoint that closed is refused.
+                let name = crate::shm_peers::normalize(&self.name()?);
+                crate::shm_peers::lock().register(self.inner.id, name, av.id)?;
+                self.inner.state.fetch_or(SHM_PEER, Ordering::AcqRel);
+            }
         }
         // The address vector, the completion queues, then fi_enable, with
         // the vector's inserts and removals and the queues' progress held
@@ -2126,6 +2253,20 @@ impl<T: ThreadModel> Endpoint<T> {
     /// them as `FI_ECANCELED` error completions, sockets, rxm and rxd drop
     /// them); a completion of one of them read afterwards hands out no
     /// buffer. The same happens when the last handle is dropped.
+    ///
+    /// On shm, an endpoint that an open endpoint of this process may still
+    /// address (one whose address vector holds this endpoint's address, or
+    /// one this endpoint's vector addresses, which shm maps back at the
+    /// first send) stays open in the provider until no such endpoint is
+    /// left: shm lets those use this endpoint's memory directly, and its
+    /// close unmaps it (a send, an RMA or a queue read of theirs crashed).
+    /// Its receives are cancelled now, and messages sent to it meanwhile
+    /// are never received. Its queues, counters, address vector and domain
+    /// stay in use until then ([`Error::InUse`] for their `close`), and its
+    /// buffers come back then (or with their completions, if its queue is
+    /// read meanwhile). An
+    /// address vector that may map a closed shm endpoint takes no new
+    /// endpoint, and no vector takes its address (both [`Error::State`]).
     ///
     /// # Errors
     /// [`Error::InUse`] while other handles exist; [`Error::Call`] when

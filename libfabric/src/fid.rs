@@ -73,6 +73,17 @@ impl<T: RawFid> OwnedFid<T> {
         self.raw.as_ptr().cast()
     }
 
+    /// The ownership, moved to the handle returned: `self` no longer
+    /// closes the object.
+    pub(crate) fn take(&mut self) -> Self {
+        let out = OwnedFid {
+            raw: self.raw,
+            closed: self.closed,
+        };
+        self.closed = true;
+        out
+    }
+
     /// Whether the object is still open.
     pub(crate) fn is_open(&self) -> bool {
         !self.closed

@@ -12,6 +12,24 @@ pub(crate) fn keeps_closed_endpoints_in_waits(provider: &str) -> bool {
     provider.contains("ofi_rxm") || provider.contains("ofi_rxd") || provider == "shm"
 }
 
+/// Whether the provider gives an endpoint that maps a peer of the same
+/// process the peer's own mapping of its region, which the peer's close
+/// unmaps, so that the entry dangles once the peer closed: shm looks the
+/// peer's name up in a process-wide list of its endpoints and takes the
+/// region from there (`smr_map_to_region`, `prov/util/src/util_shm.c`
+/// 373-380 in 1.17; `prov/shm/src/smr_util.c` 396-403 in 1.22;
+/// `prov/shm/src/smr_av.c` 97-101 in 2.6), never removes a name from that
+/// list before the provider is unloaded (`smr_cleanup`, `util_shm.c`
+/// 50-60), and unmaps the region at the endpoint's close (`smr_ep_close`,
+/// `prov/shm/src/smr_ep.c` 953; `smr_free`, `util_shm.c` 316-320). Seen
+/// on 1.17, 1.22 and 2.1: a send, an RMA or an insert of the address
+/// again after the peer closed crashed, and so did a queue read of the
+/// survivor progressing a command the peer left (and, on 2.1, a large
+/// send toward it). See the shm_peers module for what is done instead.
+pub(crate) fn closed_peers_dangle(provider: &str) -> bool {
+    provider == "shm"
+}
+
 /// Whether the provider frees a connection request's handle only in
 /// `fi_accept` or `fi_reject`, so that an endpoint opened from a request
 /// and closed unaccepted must reject it: tcp ("we only free if user calls

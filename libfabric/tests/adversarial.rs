@@ -1377,10 +1377,18 @@ fn a_slot_comes_back_after_every_close_with_a_send_in_flight() {
         } else {
             completed += 1;
         }
-        assert_eq!(
-            d.handed_out, 0,
-            "a closed endpoint's send hands out nothing from the queue"
-        );
+        if provider() == "shm" {
+            // shm keeps an endpoint that an open endpoint of this process
+            // may address (the peer, which it sent to) open in the
+            // provider until that one closes: its send's completion, written
+            // at the post, hands its buffer out.
+            assert!(d.handed_out <= 1, "{}", d.handed_out);
+        } else {
+            assert_eq!(
+                d.handed_out, 0,
+                "a closed endpoint's send hands out nothing from the queue"
+            );
+        }
     }
     println!(
         "provider {}: {dropped} send(s) dropped at the close, {completed} completed or flushed",
@@ -1433,6 +1441,10 @@ fn a_completion_held_across_the_close_keeps_its_context_stale() {
     };
     // Its endpoint closes while the completion is held, unreclaimed: the
     // slot comes back (the close cannot tell it was completed), stale.
+    // (The sender, which addresses it, closes first: shm keeps an endpoint
+    // open in the provider while an open endpoint of this process may
+    // address it.)
+    drop(sender);
     drop(receiver);
     let mut rounds_with_slot = 0;
     for _ in 0..4 {
@@ -1461,7 +1473,6 @@ fn a_completion_held_across_the_close_keeps_its_context_stale() {
         pool.take().is_some(),
         "released and read empty: the slot is back"
     );
-    drop(sender);
 }
 
 #[test]

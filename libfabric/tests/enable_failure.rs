@@ -154,7 +154,14 @@ fn run(fabric: &Fabric, domain: &Domain, info: &Info, attr: CqAttr) {
         "reads once the endpoint is closed"
     );
     if let Some(av) = &av {
-        av.insert(&name)
-            .expect("inserts once the endpoint is closed");
+        match av.insert(&name) {
+            Ok(_) => {}
+            // shm: the enable may have got as far as the endpoint's region,
+            // which its close unmapped while the provider keeps its name
+            // for peers of this process: the name of a closed endpoint is
+            // refused.
+            Err(Error::State { call, .. }) if p == "shm" => assert_eq!(call, "fi_av_insert"),
+            Err(e) => panic!("inserts once the endpoint is closed: {e}"),
+        }
     }
 }

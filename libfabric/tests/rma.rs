@@ -1059,12 +1059,21 @@ fn rma_buffers_in_flight_on_a_closed_endpoint_come_back() {
         a.ep.write(buf, 4, &remote, 0, a.peer)
     });
     // The initiator goes away with both in flight (or just completed and
-    // never read): its endpoint closes, and the buffers come back.
+    // never read): its endpoint closes, and the buffers come back. (shm
+    // keeps an endpoint open in the provider while an open endpoint of
+    // this process may address it, as b does: there the buffers come back
+    // once b is closed too.)
     drop(a);
+    let peer = if provider() == "shm" {
+        drop(target);
+        drop(b);
+        None
+    } else {
+        Some((target, b))
+    };
     let back: Vec<Buffer> = std::iter::from_fn(|| pool.take()).collect();
     assert_eq!(back.len(), 8, "every buffer of the pool is free again");
-    drop(target);
-    drop(b);
+    drop(peer);
 }
 
 #[test]

@@ -1,0 +1,250 @@
+//! The shm endpoints of this process that others may still address, and
+//! the closes put off for them (see [`quirks::closed_peers_dangle`]).
+//!
+//! shm hands an endpoint that maps a peer of the same process the peer's
+//! own mapping of its region instead of mapping it again, and the peer's
+//! close unmaps it: every later use of the entry (a send, an RMA, the
+//! progress of an operation toward the peer or of a command the peer left
+//! behind, an endpoint enabled on the vector) reads or writes unmapped
+//! memory, or memory mapped there since.
+//!
+//! So the provider close of a shm endpoint waits, the endpoint kept whole
+//! here ("parked": its queues, vector and domain stay open with it, its
+//! buffers with the provider), until no endpoint left open may still use
+//! its region: every address vector that may map it has only endpoints
+//! closed by the application bound to it. Those then close together, with
+//! the progress of all their queues held off, so that none of them runs
+//! while another one's region is gone. An address vector may map an
+//! endpoint when its address was inserted there, or when the endpoint's
+//! own vector holds the address of an endpoint bound there (a send makes
+//! the receiver map the sender: `smr_progress_connreq`,
+//! `prov/shm/src/smr_progress.c` 754-785 in 1.17).
+//!
+//! A vector that may map an endpoint that closed refuses endpoints from
+//! then on (their `fi_enable` maps every entry of the vector into the new
+//! endpoint, reading each peer's region: `smr_exchange_all_peers` from
+//! `smr_ep_ctrl`, `prov/shm/src/smr_ep.c` 1714, and `smr_map_to_endpoint`,
+//! `prov/util/src/util_shm.c` 427-446, in 1.17), and the
+//! address of an endpoint that closed is refused by every vector (the
+//! provider keeps its name, with the unmapped region, in the list it looks
+//! peers of this process up in for the life of the process:
+//! `smr_map_to_region`, `util_shm.c` 373-380; `smr_av.c` 95-102 in 2.6).
+//! The names of the endpoints that closed are kept for the life of the
+//! process as well, as the provider keeps its own entry for each.
+//!
+//! Not covered: from libfabric 1.21 an endpoint's close answers each large
+//! message left unexpected at it by writing into its sender's region
+//! (`smr_discard`, `prov/shm/src/smr_ep.c` 1266-1280 in 1.22; 1.17's,
+//! 1568-1574, writes nothing). Two endpoints closing together that hold
+//! each other's large unexpected messages can then not be closed in any
+//! order without one writing into the other's unmapped region.
+//!
+//! [`quirks::closed_peers_dangle`]: crate::quirks::closed_peers_dangle
+
+use crate::ep::EpInner;
+use crate::error::{Error, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+
+/// An endpoint enabled (or being enabled) on a shm domain.
+struct EpRec {
+    /// Its name, as the provider compares it (see [`normalize`]).
+    name: Vec<u8>,
+    /// Its address vector's id.
+    av: u64,
+    /// Closed by the application, open in the provider.
+    parked: Option<EpInner>,
+}
+
+/// An open address vector of a shm domain.
+#[derive(Default)]
+struct AvRec {
+    /// The names inserted, by address, until the provider removes them.
+    names: BTreeMap<u64, Vec<u8>>,
+    /// The names of the endpoints ever enabled on it: those a peer may
+    /// have sent to, which maps the peer into this vector.
+    bound: BTreeSet<Vec<u8>>,
+    /// It may map an endpoint that closed: endpoints are refused.
+    tainted: bool,
+}
+
+pub(crate) struct Registry {
+    eps: BTreeMap<u64, EpRec>,
+    avs: BTreeMap<u64, AvRec>,
+    /// The names of the endpoints closed in the provider.
+    dead: BTreeSet<Vec<u8>>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    eps: BTreeMap::new(),
+    avs: BTreeMap::new(),
+    dead: BTreeSet::new(),
+});
+
+/// The registry, locked. Nothing may drop an endpoint while holding it
+/// (a parked endpoint's drop takes it).
+pub(crate) fn lock() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A shm address as the provider compares it: up to its NUL, and after the
+/// `://` of its prefix (`smr_no_prefix`, `include/ofi_shm.h` 203-208 in
+/// 1.17).
+pub(crate) fn normalize(addr: &[u8]) -> Vec<u8> {
+    let end = addr.iter().position(|&b| b == 0).unwrap_or(addr.len());
+    let addr = &addr[..end];
+    match addr.windows(3).position(|w| w == b"://") {
+        Some(at) => addr[at + 3..].to_vec(),
+        None => addr.to_vec(),
+    }
+}
+
+fn closed_peer(call: &'static str) -> Error {
+    Error::State {
+        call,
+        reason: "the address names a shm endpoint of this process that was closed: the provider would use its unmapped memory",
+    }
+}
+
+impl Registry {
+    /// Refuses the name of an endpoint that closed (before `fi_av_insert`).
+    pub(crate) fn check_insert(&self, name: &[u8]) -> Result<()> {
+        if self.dead.contains(name) {
+            return Err(closed_peer("fi_av_insert"));
+        }
+        Ok(())
+    }
+
+    /// `name` was inserted into vector `av` at `addr`.
+    pub(crate) fn inserted(&mut self, av: u64, addr: u64, name: Vec<u8>) {
+        self.avs.entry(av).or_default().names.insert(addr, name);
+    }
+
+    /// The provider removed `addr` from vector `av`.
+    pub(crate) fn removed(&mut self, av: u64, addr: u64) {
+        if let Some(rec) = self.avs.get_mut(&av) {
+            rec.names.remove(&addr);
+        }
+    }
+
+    /// Vector `av` is closing: nothing can be bound to it any more, and
+    /// its map goes with it.
+    pub(crate) fn av_closed(&mut self, av: u64) {
+        self.avs.remove(&av);
+    }
+
+    /// Endpoint `id` named `name` is about to be enabled on vector `av`:
+    /// refused on a vector that may map an endpoint that closed, or under
+    /// the name of one.
+    pub(crate) fn register(&mut self, id: u64, name: Vec<u8>, av: u64) -> Result<()> {
+        if self.dead.contains(&name) {
+            return Err(Error::State {
+                call: "fi_enable",
+                reason: "a shm endpoint of this process that was closed had this endpoint's name, and the provider would hand out its unmapped memory for it",
+            });
+        }
+        let rec = self.avs.entry(av).or_default();
+        if rec.tainted {
+            return Err(Error::State {
+                call: "fi_enable",
+                reason: "the address vector may map a shm endpoint of this process that was closed, whose memory enabling an endpoint on it would read: use another address vector",
+            });
+        }
+        rec.bound.insert(name.clone());
+        self.eps.insert(
+            id,
+            EpRec {
+                name,
+                av,
+                parked: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Whether vector `x` may map endpoint `m`.
+    fn may_map(&self, x: &AvRec, m: &EpRec) -> bool {
+        if x.names.values().any(|n| *n == m.name) {
+            return true;
+        }
+        match self.avs.get(&m.av) {
+            Some(own) => own.names.values().any(|n| x.bound.contains(n)),
+            None => false,
+        }
+    }
+
+    /// The parked endpoints that may close now, taken out: the largest set
+    /// of them such that every vector that may map one of them has only
+    /// endpoints of the set bound to it. Their names are dead from here,
+    /// and the vectors that may map them refuse endpoints.
+    fn closable(&mut self) -> Vec<EpInner> {
+        let mut set: BTreeSet<u64> = self
+            .eps
+            .iter()
+            .filter(|(_, r)| r.parked.is_some())
+            .map(|(&id, _)| id)
+            .collect();
+        loop {
+            let out: Vec<u64> = set
+                .iter()
+                .copied()
+                .filter(|id| {
+                    let m = &self.eps[id];
+                    self.avs.iter().any(|(&xid, x)| {
+                        self.may_map(x, m)
+                            && self
+                                .eps
+                                .iter()
+                                .any(|(eid, e)| e.av == xid && !set.contains(eid))
+                    })
+                })
+                .collect();
+            if out.is_empty() {
+                break;
+            }
+            for id in out {
+                set.remove(&id);
+            }
+        }
+        if set.is_empty() {
+            return Vec::new();
+        }
+        let tainted: Vec<u64> = self
+            .avs
+            .iter()
+            .filter(|(_, x)| set.iter().any(|id| self.may_map(x, &self.eps[id])))
+            .map(|(&xid, _)| xid)
+            .collect();
+        for xid in tainted {
+            if let Some(x) = self.avs.get_mut(&xid) {
+                x.tainted = true;
+            }
+        }
+        let mut members = Vec::with_capacity(set.len());
+        for id in set {
+            if let Some(rec) = self.eps.remove(&id) {
+                self.dead.insert(rec.name);
+                members.extend(rec.parked);
+            }
+        }
+        members
+    }
+}
+
+/// The application closed `ep`, a registered endpoint: it is kept until
+/// the endpoints that may address it are closed too, and whatever may
+/// close now (it, or it with others parked before) closes.
+pub(crate) fn park(ep: EpInner) {
+    let members = {
+        let mut registry = lock();
+        match registry.eps.get_mut(&ep.id()) {
+            Some(rec) => {
+                rec.parked = Some(ep);
+                registry.closable()
+            }
+            // Not registered: closes alone (outside the lock).
+            None => vec![ep],
+        }
+    };
+    crate::ep::release_group(members);
+}
