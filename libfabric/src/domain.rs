@@ -381,6 +381,18 @@ impl<T: ThreadModel> Domain<T> {
             ));
         }
         let info = info.to_owned_info()?;
+        if !T::LOCKED && crate::quirks::tears_endpoints_down_in_eq_reads(info.provider()) {
+            // SAFETY: the fi_info is ours (just duplicated) and its
+            // domain_attr, when present, a valid struct of it; only the
+            // threading field changes, to a model the provider accepts for
+            // any fi_info it gave (FI_THREAD_SAFE is the strongest).
+            unsafe {
+                let attr = (*info.ptr.as_ptr()).domain_attr;
+                if !attr.is_null() {
+                    (*attr).threading = sys::FI_THREAD_SAFE;
+                }
+            }
+        }
         let mut raw = ptr::null_mut();
         // SAFETY: fi_domain(3): fabric is open, info valid; the domain is
         // closed by OwnedFid before the fabric handle below is released.

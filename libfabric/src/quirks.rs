@@ -208,3 +208,19 @@ pub(crate) fn multi_recv_overruns(provider: &str) -> Option<&'static str> {
         None
     }
 }
+
+/// Whether reading an event queue can run the provider's teardown of a
+/// connecting endpoint bound to it, which writes that endpoint's queued
+/// transfers as error completions into its completion queue: tcp of 1.17
+/// (`tcpx_eq_read` runs the connection manager, `prov/tcp/src/tcpx_eq.c`
+/// 38-48; a failed connect disables the endpoint, `tcpx_conn_mgr.c`
+/// 496-543, which flushes its queues into the CQ, `tcpx_ep.c` 264-359),
+/// under the CQ's lock, which util makes a no-op under `FI_THREAD_DOMAIN`
+/// and `FI_THREAD_COMPLETION` (`prov/util/src/util_cq.c` 493-498). An
+/// event queue is fabric-level and may be read on any thread, so the
+/// provider of a serialized domain there is given `FI_THREAD_SAFE` (the
+/// Rust types stay serialized). Kept for later tcp versions too: they
+/// run that progress from event queue reads as well.
+pub(crate) fn tears_endpoints_down_in_eq_reads(provider: &str) -> bool {
+    matches!(provider, "tcp" | "net")
+}

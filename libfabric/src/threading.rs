@@ -42,7 +42,14 @@
 //!   `xnet_progress.c` 1783-1800; its progress thread runs concurrently
 //!   with the application in any model); verbs handles connection events
 //!   under its endpoints' lock (`prov/verbs/src/verbs_eq.c` 953), a mutex
-//!   whatever the model (`verbs_cq.c` 615);
+//!   whatever the model (`verbs_cq.c` 615). tcp of 1.17 did otherwise: its
+//!   event queue read tears a failed connect's endpoint down, writing the
+//!   endpoint's queued transfers into its completion queue under the
+//!   queue's lock, a no-op under the serialized models (`tcpx_eq.c` 38-48,
+//!   `tcpx_conn_mgr.c` 496-543, `tcpx_ep.c` 264-359, `util_cq.c` 493-498):
+//!   on tcp the provider's domain is opened `FI_THREAD_SAFE` underneath
+//!   whatever the type says, so its locks stay real (the crate's lock
+//!   elision on reads stays);
 //! - wait sets ([`WaitSet`](crate::wait::WaitSet)) and
 //!   [`Waiter`](crate::wait::Waiter) may run on any thread, so queues and
 //!   counters of a serialized domain cannot join them
