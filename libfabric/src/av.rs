@@ -310,7 +310,7 @@ impl<T: ThreadModel> AddressVector<T> {
             .then(|| crate::shm_peers::normalize(&addr[..needed]));
         let mut registry = shm_name.as_ref().map(|_| crate::shm_peers::lock());
         if let (Some(registry), Some(name)) = (&registry, &shm_name) {
-            registry.check_insert(name)?;
+            registry.check_insert(name, &addr[..needed])?;
         }
         let mut out = Addr::UNSPEC;
         // SAFETY: fi_av_insert(3) reads one address from addr, at most

@@ -81,6 +81,10 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     dead: BTreeSet::new(),
 });
 
+/// shm's `SMR_NAME_MAX`: an address is kept up to this many bytes, NUL
+/// included.
+const SMR_NAME_MAX: usize = 256;
+
 /// The registry, locked. Nothing may drop an endpoint while holding it
 /// (a parked endpoint's drop takes it).
 pub(crate) fn lock() -> MutexGuard<'static, Registry> {
@@ -107,8 +111,24 @@ fn closed_peer(call: &'static str) -> Error {
 }
 
 impl Registry {
-    /// Refuses the name of an endpoint that closed (before `fi_av_insert`).
-    pub(crate) fn check_insert(&self, name: &[u8]) -> Result<()> {
+    /// Refuses the name of an endpoint that closed (before `fi_av_insert`),
+    /// and names the provider would read otherwise than this module: the
+    /// provider keeps the first 255 bytes of an address
+    /// (`smr_map_add`, `prov/util/src/util_shm.c` 501-502 in 1.17), and
+    /// `shm_open` ignores leading slashes (so `/name` maps the file of
+    /// `name` under another name, `util_shm.c` 383). No shm endpoint's name
+    /// is that long, and one with a slash is taken only as the name of an
+    /// endpoint of this process (the provider compares those exactly).
+    pub(crate) fn check_insert(&self, name: &[u8], whole: &[u8]) -> Result<()> {
+        let end = whole.iter().position(|&b| b == 0).unwrap_or(whole.len());
+        let slashed = name.contains(&b'/') && !self.eps.values().any(|e| e.name == name);
+        if end >= SMR_NAME_MAX || slashed {
+            return Err(Error::InvalidArgument(
+                "a shm address of 255 bytes or more, or with a '/' in its name that names no \
+                 endpoint of this process, is read by the provider as another name"
+                    .into(),
+            ));
+        }
         if self.dead.contains(name) {
             return Err(closed_peer("fi_av_insert"));
         }

@@ -557,3 +557,45 @@ fn peers_holding_each_others_large_messages_close_together() {
     let s_pool = close(s);
     all_back(&[s_pool, c_pool]);
 }
+
+#[test]
+fn addresses_the_provider_would_read_as_another_name_are_refused() {
+    // shm keeps the first 255 bytes of an address and compares names of
+    // this process exactly, while shm_open ignores leading slashes: a long
+    // address or a slashed one reached an endpoint under a name the
+    // crate's record of who may map whom did not know, and a close then
+    // left the mapping dangling (crashes in fi_av_insert, a send, and
+    // another endpoint's enable).
+    let Some((a, b, _, _)) = pair(Caps::MSG) else {
+        return;
+    };
+    if provider() != "shm" {
+        println!(
+            "SKIP {}: provider {}: shm's address strings",
+            test_name(),
+            provider()
+        );
+        return;
+    }
+    let name = b.ep.name().unwrap();
+    let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
+    let bare = match name.windows(3).position(|w| w == b"://") {
+        Some(at) => &name[at + 3..],
+        None => name,
+    };
+    // 255 bytes naming b, then more.
+    let mut long = vec![b'x'; 255 - 3 - bare.len()];
+    long.extend_from_slice(b"://");
+    long.extend_from_slice(bare);
+    long.extend_from_slice(b"TAIL\0");
+    let e = a.av.insert(&long).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    // b's file under another name.
+    let mut slashed = b"/".to_vec();
+    slashed.extend_from_slice(bare);
+    slashed.push(0);
+    let e = a.av.insert(&slashed).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    // b's own name is taken.
+    a.av.insert(&b.ep.name().unwrap()).unwrap();
+}
