@@ -975,6 +975,19 @@ impl Posted {
         &self.parts
     }
 
+    /// A multi-receive post failed after the provider may have taken part
+    /// of the buffer (see `quirks::multi_recv_fails_after_taking_part`):
+    /// it stays in flight, marked broken, and comes back only with its
+    /// endpoint's close. Completions of the parts taken are read as
+    /// usual.
+    pub(crate) fn kept_broken(self) {
+        // SAFETY: into_flight leaked one strong count of this pool's Arc,
+        // which stays leaked: the endpoint's close takes it back with the
+        // slot, as for any buffer in flight. The pointer is only borrowed.
+        let pool = unsafe { &*self.pool };
+        lock(&pool.multi[self.slot as usize]).broken = true;
+    }
+
     /// The provider refused the operation: no completion will come, so the
     /// buffer is the caller's again.
     #[inline]

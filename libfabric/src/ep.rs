@@ -1838,8 +1838,13 @@ impl<T: ThreadModel> Endpoint<T> {
     /// ```
     ///
     /// # Errors
-    /// Each with the buffer handed back: as [`recv_from`](Self::recv_from)
-    /// (with `fi_recvmsg` as the call); [`Error::MissingCapability`]
+    /// Each with the buffer handed back (`Some`): as
+    /// [`recv_from`](Self::recv_from) (with `fi_recvmsg` as the call), but
+    /// that when `fi_recvmsg` fails on rxm the buffer is kept (`None`) and
+    /// comes back with the endpoint's close: rxm first pairs pieces of it
+    /// with unexpected messages, whose rendezvous reads go on, and fails
+    /// when it runs out of receive entries part-way (`rxm_post_mrecv`,
+    /// `prov/rxm/src/rxm_msg.c` 99-147); [`Error::MissingCapability`]
     /// without `FI_MULTI_RECV`; [`Error::Unsupported`] on a provider that
     /// can write past a multi-receive buffer (see `quirks`);
     /// [`Error::State`] with a receive queue of a format without `buf`;
@@ -1850,7 +1855,7 @@ impl<T: ThreadModel> Endpoint<T> {
     #[doc(alias = "fi_recvmsg")]
     #[doc(alias = "FI_MULTI_RECV")]
     #[doc(alias = "FI_OPT_MIN_MULTI_RECV")]
-    pub fn recv_multi(&self, buffer: Buffer, min_free: usize) -> Handback<Buffer> {
+    pub fn recv_multi(&self, buffer: Buffer, min_free: usize) -> Handback<Option<Buffer>> {
         self.recv_multi_from(buffer, min_free, Addr::UNSPEC)
     }
 
@@ -1859,7 +1864,12 @@ impl<T: ThreadModel> Endpoint<T> {
     ///
     /// # Errors
     /// As [`recv_multi`](Self::recv_multi).
-    pub fn recv_multi_from(&self, buffer: Buffer, min_free: usize, src: Addr) -> Handback<Buffer> {
+    pub fn recv_multi_from(
+        &self,
+        buffer: Buffer,
+        min_free: usize,
+        src: Addr,
+    ) -> Handback<Option<Buffer>> {
         let call = "fi_recvmsg";
         let mut min = self
             .inner
@@ -1875,7 +1885,7 @@ impl<T: ThreadModel> Endpoint<T> {
                 Ok(src)
             }) {
             Ok(src) => src,
-            Err(error) => return Err((buffer, error)),
+            Err(error) => return Err((Some(buffer), error)),
         };
         let len = buffer.len();
         let posted = buffer.into_flight_multi(self.inner.id, min_free);
@@ -1909,8 +1919,11 @@ impl<T: ThreadModel> Endpoint<T> {
         drop(min);
         if ret == 0 {
             Ok(())
+        } else if crate::quirks::multi_recv_fails_after_taking_part(self.inner.info.provider()) {
+            posted.kept_broken();
+            Err((None, Error::from_ret(call, ret)))
         } else {
-            Err((posted.refused(), Error::from_ret(call, ret)))
+            Err((Some(posted.refused()), Error::from_ret(call, ret)))
         }
     }
 
