@@ -263,6 +263,11 @@ pub(crate) struct EpInner {
     /// `FI_OPT_MIN_MULTI_RECV` as set, fixed once a multi-receive was
     /// posted; held while one is.
     min_multi_recv: Mutex<MinMultiRecv>,
+    /// The addresses posted to or received from on a connectionless
+    /// endpoint, as bit `addr % 64` (an over-estimate): shm maps this
+    /// endpoint into the vector of a peer it posted to (see the shm_peers
+    /// module).
+    posted_to: AtomicU64,
     domain: Arc<DomainInner>,
     /// Under a serialized threading model, the connection events its event
     /// queue saw (`CONNECTED`, `DISCONNECTED`), and `CONNECTING` mirrored
@@ -419,6 +424,11 @@ impl EpInner {
         self.id
     }
 
+    /// Whether it may have posted to (or received from) address `addr`.
+    pub(crate) fn may_have_posted_to(&self, addr: u64) -> bool {
+        self.posted_to.load(Ordering::Relaxed) & (1u64 << (addr & 63)) != 0
+    }
+
     /// The endpoint whole, moved out of `self` (which is left closed and
     /// bound to nothing), to be kept open by the shm_peers module.
     fn take_parked(&mut self) -> EpInner {
@@ -451,6 +461,7 @@ impl EpInner {
                     .get_mut()
                     .unwrap_or_else(|e| e.into_inner()),
             )),
+            posted_to: AtomicU64::new(*self.posted_to.get_mut()),
         }
     }
 }
@@ -1027,6 +1038,7 @@ impl<T: ThreadModel> Endpoint<T> {
             av: OnceLock::new(),
             pending: Mutex::new(pending),
             min_multi_recv: Mutex::new(MinMultiRecv::default()),
+            posted_to: AtomicU64::new(0),
             domain: domain.inner.clone(),
             conn_events: (!T::LOCKED).then(Arc::default),
         })))
@@ -1091,7 +1103,13 @@ impl<T: ThreadModel> Endpoint<T> {
             return Ok(addr.0);
         }
         match self.inner.av.get() {
-            Some(av) if av.is_live(addr) => Ok(addr.0),
+            Some(av) if av.is_live(addr) => {
+                let bit = 1u64 << (addr.0 & 63);
+                if self.inner.posted_to.load(Ordering::Relaxed) & bit == 0 {
+                    self.inner.posted_to.fetch_or(bit, Ordering::Relaxed);
+                }
+                Ok(addr.0)
+            }
             _ => Err(bad_address(call, addr)),
         }
     }

@@ -182,13 +182,24 @@ impl Registry {
         Ok(())
     }
 
-    /// Whether vector `x` may map endpoint `m`.
+    /// Whether vector `x` may map endpoint `m`: `x` holds its name, or `m`
+    /// posted to an endpoint bound to `x` (the provider sends its name with
+    /// the first post to a peer, `smr_send_name`, and the peer maps it by
+    /// that name into its vector, `smr_progress_connreq`,
+    /// `prov/shm/src/smr_progress.c` 754-785 in 1.22). What `m` posted to
+    /// is known as the addresses of its vector it used (an over-estimate;
+    /// all of them if unknown).
     fn may_map(&self, x: &AvRec, m: &EpRec) -> bool {
         if x.names.values().any(|n| *n == m.name) {
             return true;
         }
         match self.avs.get(&m.av) {
-            Some(own) => own.names.values().any(|n| x.bound.contains(n)),
+            Some(own) => own.names.iter().any(|(&addr, n)| {
+                x.bound.contains(n)
+                    && m.parked
+                        .as_ref()
+                        .is_none_or(|ep| ep.may_have_posted_to(addr))
+            }),
             None => false,
         }
     }

@@ -599,3 +599,38 @@ fn addresses_the_provider_would_read_as_another_name_are_refused() {
     // b's own name is taken.
     a.av.insert(&b.ep.name().unwrap()).unwrap();
 }
+
+#[test]
+fn endpoints_that_never_posted_close_beside_one_that_stays_open() {
+    // An endpoint stays open on a vector that holds its own address;
+    // endpoints opened on the same vector, never used, then close. shm
+    // maps an endpoint into a peer's vector only when it posts to that
+    // peer (its name goes with the first post): these map nowhere, so each
+    // closes at once instead of being kept (5 MB and a /dev/shm file each)
+    // until the open one closes.
+    let Some(info) = rdm_info(Caps::MSG) else {
+        return;
+    };
+    let fabric = Fabric::open(&info).unwrap();
+    let long_lived = side(&fabric, &info);
+    long_lived
+        .av
+        .insert(&long_lived.ep.name().unwrap())
+        .unwrap();
+    // The closing endpoints' own queue: kept by any endpoint kept open.
+    let cq = CompletionQueue::<Data>::open(
+        &long_lived.domain,
+        &CqAttr::new().size(64).wait(WaitObj::None),
+    )
+    .unwrap();
+    for _ in 0..50 {
+        let ep = Endpoint::open(&long_lived.domain, &info).unwrap();
+        ep.bind_av(&long_lived.av).unwrap();
+        ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+        ep.enable().unwrap();
+        drop(ep);
+    }
+    cq.close()
+        .map_err(|(_, e)| e)
+        .expect("no endpoint kept open holds the queue");
+}
