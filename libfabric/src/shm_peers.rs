@@ -215,26 +215,34 @@ impl Registry {
             .filter(|(_, r)| r.parked.is_some())
             .map(|(&id, _)| id)
             .collect();
-        loop {
-            let out: Vec<u64> = set
-                .iter()
-                .copied()
-                .filter(|id| {
-                    let m = &self.eps[id];
-                    self.avs.iter().any(|(&xid, x)| {
-                        self.may_map(x, m)
-                            && self
-                                .eps
-                                .iter()
-                                .any(|(eid, e)| e.av == xid && !set.contains(eid))
-                    })
-                })
-                .collect();
-            if out.is_empty() {
-                break;
+        // Which parked endpoints each vector may map.
+        let mut mapped_by: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for &id in &set {
+            let m = &self.eps[&id];
+            for (&xid, x) in &self.avs {
+                if self.may_map(x, m) {
+                    mapped_by.entry(xid).or_default().push(id);
+                }
             }
-            for id in out {
-                set.remove(&id);
+        }
+        // A vector with an endpoint outside the set keeps every endpoint it
+        // may map open; that endpoint leaves the set, and so its own vector
+        // keeps those it may map open in turn.
+        let mut blocked: BTreeSet<u64> = self
+            .eps
+            .values()
+            .filter(|e| e.parked.is_none())
+            .map(|e| e.av)
+            .collect();
+        let mut queue: Vec<u64> = blocked.iter().copied().collect();
+        while let Some(xid) = queue.pop() {
+            for id in mapped_by.get(&xid).map(Vec::as_slice).unwrap_or(&[]) {
+                if set.remove(id) {
+                    let own = self.eps[id].av;
+                    if blocked.insert(own) {
+                        queue.push(own);
+                    }
+                }
             }
         }
         if set.is_empty() {
