@@ -37,6 +37,18 @@ const SLOTS: usize = 8;
 /// `caps`, or `None` with a typed skip printed.
 fn rdm_info(caps: Caps) -> Option<Info> {
     let p = provider();
+    if p.starts_with("verbs") {
+        // rxm over verbs of libfabric 1.17 crashed closing an endpoint
+        // while a connection to or from it was being set up, which these
+        // tests do right after posting (see the precondition table's
+        // `fi_close` rows); shm is what they are about.
+        println!(
+            "SKIP {}: provider {p}: rxm over verbs crashes closing an endpoint while one of \
+             its connections is being set up (these tests close right after posting)",
+            test_name()
+        );
+        return None;
+    }
     let prov = match p.as_str() {
         "tcp" | "verbs" => format!("{p};ofi_rxm"),
         _ => p.clone(),

@@ -3,6 +3,8 @@
 //! objects: opening each model, transfers on a serialized domain driven
 //! from its one thread, and the paths where work of such a domain could
 //! reach another thread.
+// Wait sets are deprecated by libfabric 2.x; their rules are still tested.
+#![cfg_attr(libfabric_2, allow(deprecated))]
 
 mod common;
 
@@ -165,7 +167,8 @@ fn a_domain_opens_with_each_model_and_refuses_a_weaker_fi_info() {
 struct Side<T: ThreadModel> {
     ep: Endpoint<T>,
     cq: CompletionQueue<Data, T>,
-    cntr: Counter<T>,
+    /// `None` where the provider has no counters (verbs).
+    cntr: Option<Counter<T>>,
     pool: BufferPool,
     domain: Domain<T>,
     peer: Addr,
@@ -176,10 +179,21 @@ struct Side<T: ThreadModel> {
 fn open_side<T: ThreadModel>(
     fabric: &Fabric,
     info: &libfabric::info::InfoEntry,
-) -> (Domain<T>, CompletionQueue<Data, T>, Counter<T>) {
+) -> (Domain<T>, CompletionQueue<Data, T>, Option<Counter<T>>) {
     let domain = Domain::<T>::open_model(fabric, info).unwrap();
     let cq = CompletionQueue::<Data, T>::open(&domain, &CqAttr::new().wait(WaitObj::None)).unwrap();
-    let cntr = Counter::open(&domain, &CntrAttr::new().wait(WaitObj::None)).unwrap();
+    let cntr = match Counter::open(&domain, &CntrAttr::new().wait(WaitObj::None)) {
+        Ok(c) => Some(c),
+        Err(e @ Error::Unsupported { .. }) => {
+            println!(
+                "{}: provider {}: no counters ({e}): the counter part is left out",
+                test_name(),
+                provider()
+            );
+            None
+        }
+        Err(e) => panic!("fi_cntr_open: {e}"),
+    };
     (domain, cq, cntr)
 }
 
@@ -203,8 +217,9 @@ fn serialized_pair<T: ThreadModel>(model: Threading) -> Option<(Side<T>, Side<T>
             let av = AddressVector::open(&domain, AvType::Table, 4).unwrap();
             let ep = Endpoint::open(&domain, &info).unwrap();
             ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
-            ep.bind_cntr(&cntr, CntrBind::SEND | CntrBind::RECV)
-                .unwrap();
+            if let Some(cntr) = &cntr {
+                ep.bind_cntr(cntr, CntrBind::SEND | CntrBind::RECV).unwrap();
+            }
             ep.bind_av(&av).unwrap();
             ep.enable().unwrap();
             let pool = BufferPool::new(&domain, 8, 4096).unwrap();
@@ -259,9 +274,11 @@ fn serialized_pair<T: ThreadModel>(model: Threading) -> Option<(Side<T>, Side<T>
     client
         .bind_cq(&ccq, CqBind::TRANSMIT | CqBind::RECV)
         .unwrap();
-    client
-        .bind_cntr(&ccntr, CntrBind::SEND | CntrBind::RECV)
-        .unwrap();
+    if let Some(cntr) = &ccntr {
+        client
+            .bind_cntr(cntr, CntrBind::SEND | CntrBind::RECV)
+            .unwrap();
+    }
     client.enable().unwrap();
     client.connect(b"").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -283,9 +300,11 @@ fn serialized_pair<T: ThreadModel>(model: Threading) -> Option<(Side<T>, Side<T>
     server
         .bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV)
         .unwrap();
-    server
-        .bind_cntr(&scntr, CntrBind::SEND | CntrBind::RECV)
-        .unwrap();
+    if let Some(cntr) = &scntr {
+        server
+            .bind_cntr(cntr, CntrBind::SEND | CntrBind::RECV)
+            .unwrap();
+    }
     server.enable().unwrap();
     server.accept(b"").unwrap();
     let (mut client_up, mut server_up) = (false, false);
@@ -418,9 +437,11 @@ fn send_recv_and_rma<T: ThreadModel>(model: Threading) {
         );
     }
     // The counters bound to both sides counted the sends and receives.
-    assert_eq!(a.cntr.read().unwrap(), 5, "sender's counter");
-    assert_eq!(b.cntr.read().unwrap(), 5, "receiver's counter");
-    assert_eq!(a.cntr.read_err().unwrap(), 0);
+    if let (Some(ac), Some(bc)) = (&a.cntr, &b.cntr) {
+        assert_eq!(ac.read().unwrap(), 5, "sender's counter");
+        assert_eq!(bc.read().unwrap(), 5, "receiver's counter");
+        assert_eq!(ac.read_err().unwrap(), 0);
+    }
     // RMA: a writes into b's region, then reads it back.
     let region = MemoryRegion::<Vec<u8>, T>::register(
         &b.domain,

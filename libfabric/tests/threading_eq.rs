@@ -73,6 +73,13 @@ fn refused_connects_flush_receives<T: ThreadModel>(model: Threading, other_threa
         skip("no FI_EP_MSG endpoints (connection manager)");
         return;
     }
+    if common::is_iwarp() {
+        // verbs over iWARP answers a refused connect as an fi_eq_read
+        // error and does not flush the endpoint's posted receives, which
+        // this test counts.
+        skip("iWARP reports a refused connect otherwise (no flushed receives to count)");
+        return;
+    }
     let rounds = 200;
     let eps_per_round = 4;
     let recvs_per_ep = 16;
