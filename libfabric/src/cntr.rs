@@ -454,27 +454,18 @@ impl<T: ThreadModel> Counter<T> {
     #[doc(alias = "fi_cntr_read")]
     #[inline]
     pub fn read(&self) -> Result<u64> {
-        if !T::LOCKED {
-            return self.read_serialized();
-        }
-        let _progress = self.inner.progress_guard("fi_cntr_read")?;
-        // SAFETY: fi_cntr_read(3) on the open counter; no endpoint bound
-        // to it is being enabled or closed (the guard).
-        let count = unsafe { sys::fi_cntr_read(self.inner.fid.as_ptr()) };
-        Ok(self.widened(count))
-    }
-
-    /// [`read`](Self::read) under a serialized threading model: without
-    /// the progress guard, which only excludes an enable or close of a
-    /// bound endpoint on another thread (every handle of the domain is on
-    /// this one).
-    #[inline(always)]
-    fn read_serialized(&self) -> Result<u64> {
-        if self.inner.broken.load(Ordering::Acquire) != 0 {
+        // Under a serialized threading model without the progress guard,
+        // which only excludes an enable or close of a bound endpoint on
+        // another thread (every handle of the domain is on this one).
+        let _progress = if T::LOCKED {
+            Some(self.inner.progress_guard("fi_cntr_read")?)
+        } else if self.inner.broken.load(Ordering::Acquire) != 0 {
             return Err(refused_progress("fi_cntr_read"));
-        }
+        } else {
+            None
+        };
         // SAFETY: fi_cntr_read(3) on the open counter; no endpoint bound
-        // to it is being enabled or closed: they are all on this thread.
+        // to it is being enabled or closed (the guard, or this thread).
         let count = unsafe { sys::fi_cntr_read(self.inner.fid.as_ptr()) };
         Ok(self.widened(count))
     }

@@ -837,12 +837,19 @@ impl CqInner {
     /// counts the batch it returned (see the `epochs` module); an empty
     /// result may settle the stale marks of endpoints closed before it.
     /// Returns the call's result and the batch's epoch.
+    ///
+    /// `guarded` is the model's `T::LOCKED`, a constant once inlined: under
+    /// the serialized threading models every handle of the domain is on
+    /// the calling thread, so no endpoint bound to the queue is being
+    /// enabled or closed meanwhile, which is all the guard excludes, and it
+    /// is left out.
     #[inline(always)]
     pub(crate) fn counted_read(
         &self,
+        guarded: bool,
         read: impl FnOnce() -> Result<isize>,
     ) -> Result<(isize, u64)> {
-        let progress = self.progress_guard();
+        let progress = guarded.then(|| self.progress_guard());
         let awaiting = self.epochs.awaiting();
         if Epochs::refused(awaiting) {
             return Err(refused_progress("fi_cq_read"));
@@ -854,31 +861,6 @@ impl CqInner {
             return Ok((ret, epoch));
         }
         drop(progress);
-        if is_again(ret) && awaiting != 0 {
-            self.epochs.read_empty(awaiting, &self.lifecycle);
-        }
-        Ok((ret, 0))
-    }
-}
-
-impl CqInner {
-    /// [`counted_read`](Self::counted_read) without the progress guard,
-    /// for the serialized threading models: every handle of the domain is
-    /// on the calling thread, so no endpoint bound to the queue is being
-    /// enabled or closed meanwhile, which is all the guard excludes.
-    #[inline(always)]
-    pub(crate) fn counted_read_serialized(
-        &self,
-        read: impl FnOnce() -> Result<isize>,
-    ) -> Result<(isize, u64)> {
-        let awaiting = self.epochs.awaiting();
-        if Epochs::refused(awaiting) {
-            return Err(refused_progress("fi_cq_read"));
-        }
-        let ret = read()?;
-        if ret > 0 {
-            return Ok((ret, self.epochs.enter()));
-        }
         if is_again(ret) && awaiting != 0 {
             self.epochs.read_empty(awaiting, &self.lifecycle);
         }
@@ -1115,11 +1097,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             // thread, where no enable or close is running).
             Ok(unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) })
         };
-        if T::LOCKED {
-            self.inner.counted_read(read)
-        } else {
-            self.inner.counted_read_serialized(read)
-        }
+        self.inner.counted_read(T::LOCKED, read)
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
@@ -1150,11 +1128,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 )
             })
         };
-        let (ret, epoch) = if T::LOCKED {
-            self.inner.counted_read(read)?
-        } else {
-            self.inner.counted_read_serialized(read)?
-        };
+        let (ret, epoch) = self.inner.counted_read(T::LOCKED, read)?;
         self.finish(decode(
             ret,
             epoch,
@@ -1333,7 +1307,8 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         timeout: Option<Duration>,
     ) -> Result<(isize, u64)> {
         let ms = timeout_ms(timeout);
-        self.inner.counted_read(|| {
+        // Blocking: under the progress guard in every model.
+        self.inner.counted_read(true, || {
             refuse_poisoned(
                 "fi_cq_sread",
                 std::iter::once(Some(&self.inner.wait_poisoned)),

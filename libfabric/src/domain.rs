@@ -126,10 +126,7 @@ impl Drop for DomainInner {
         // The last handle of the domain is gone, so no object of it is in
         // use on any thread (each holds an Arc of this): the parked closes
         // are serialized here whatever the thread.
-        let deferred = std::mem::take(self.deferred.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for close in deferred {
-            close();
-        }
+        self.run_parked_closes();
         // An endpoint whose close failed stays open in the provider (its
         // id stays in the set): memory parked for it may still be reached
         // through it, so it is leaked rather than freed.
@@ -180,9 +177,13 @@ impl DomainInner {
     /// (the callers are handle methods of the domain's objects, which live
     /// there).
     pub(crate) fn run_deferred(&self) {
-        if self.owner.is_none() {
-            return;
+        if self.owner.is_some() {
+            self.run_parked_closes();
         }
+    }
+
+    /// Runs the closes parked so far, outside the lock.
+    fn run_parked_closes(&self) {
         let parked = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|e| e.into_inner()));
         for close in parked {
             close();

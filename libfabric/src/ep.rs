@@ -486,17 +486,11 @@ pub(crate) fn release_group(mut members: Vec<EpInner>) {
         }
         cntrs.extend(bound.given_cntrs().into_iter().map(|(c, _)| c));
     }
-    let mut locks: Vec<&std::sync::RwLock<()>> = cqs
-        .iter()
-        .map(|c| &c.lifecycle)
-        .chain(cntrs.iter().map(|c| &c.lifecycle))
-        .collect();
-    locks.sort_unstable_by_key(|l| *l as *const std::sync::RwLock<()> as usize);
-    locks.dedup_by(|a, b| std::ptr::eq(*a, *b));
-    let guards: Vec<_> = locks
-        .into_iter()
-        .map(|l| l.write().unwrap_or_else(|e| e.into_inner()))
-        .collect();
+    let guards = write_all(
+        cqs.iter()
+            .map(|c| &c.lifecycle)
+            .chain(cntrs.iter().map(|c| &c.lifecycle)),
+    );
     for m in &mut members {
         // A failure leaves it open: its drop below tries once more, on its
         // own, and otherwise keeps what it is bound to.
@@ -625,12 +619,20 @@ fn exclusive<'a>(
     cqs: &'a [Option<(Arc<CqInner>, CqBind)>; 2],
     cntrs: &'a [(Arc<CntrInner>, CntrBind)],
 ) -> Vec<std::sync::RwLockWriteGuard<'a, ()>> {
-    let mut locks: Vec<&std::sync::RwLock<()>> = cqs
-        .iter()
-        .flatten()
-        .map(|(cq, _)| &cq.lifecycle)
-        .chain(cntrs.iter().map(|(c, _)| &c.lifecycle))
-        .collect();
+    write_all(
+        cqs.iter()
+            .flatten()
+            .map(|(cq, _)| &cq.lifecycle)
+            .chain(cntrs.iter().map(|(c, _)| &c.lifecycle)),
+    )
+}
+
+/// Takes each of `locks` exclusively, once, in address order (the order
+/// every taker of several progress locks uses).
+fn write_all<'a>(
+    locks: impl Iterator<Item = &'a std::sync::RwLock<()>>,
+) -> Vec<std::sync::RwLockWriteGuard<'a, ()>> {
+    let mut locks: Vec<&std::sync::RwLock<()>> = locks.collect();
     locks.sort_unstable_by_key(|l| *l as *const std::sync::RwLock<()> as usize);
     locks.dedup_by(|a, b| std::ptr::eq(*a, *b));
     locks
@@ -1314,22 +1316,21 @@ impl<T: ThreadModel> Endpoint<T> {
         }
         // fi_endpoint(3): counting RMA that peers target at this endpoint
         // needs an endpoint created with FI_RMA_EVENT.
-        if flags.intersects(CntrBind::REMOTE_READ | CntrBind::REMOTE_WRITE)
-            && !self.inner.info.caps().contains(Caps::RMA_EVENT)
-        {
-            return Err(Error::MissingCapability {
-                call: "fi_ep_bind",
-                needed: Caps::RMA_EVENT,
-            });
-        }
-        if flags.intersects(CntrBind::REMOTE_READ | CntrBind::REMOTE_WRITE)
-            && !crate::quirks::counts_remote_rma_at_endpoints(self.inner.info.provider())
-        {
-            return Err(Error::Unsupported {
-                call: "fi_ep_bind",
-                reason: "tcp counts at the target only remote writes that carry CQ data: plain \
-                         writes and reads are internal transfers that no counter counts",
-            });
+        if flags.intersects(CntrBind::REMOTE_READ | CntrBind::REMOTE_WRITE) {
+            if !self.inner.info.caps().contains(Caps::RMA_EVENT) {
+                return Err(Error::MissingCapability {
+                    call: "fi_ep_bind",
+                    needed: Caps::RMA_EVENT,
+                });
+            }
+            if !crate::quirks::counts_remote_rma_at_endpoints(self.inner.info.provider()) {
+                return Err(Error::Unsupported {
+                    call: "fi_ep_bind",
+                    reason:
+                        "tcp counts at the target only remote writes that carry CQ data: plain \
+                             writes and reads are internal transfers that no counter counts",
+                });
+            }
         }
         let mut bound = self.bind_guard("fi_ep_bind")?;
         let taken = CNTR_KINDS

@@ -19,21 +19,12 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// The RDM provider the suite's provider gives multi-receive with: the
-/// provider itself, or rxm over a provider of connected endpoints.
-fn rdm_provider() -> String {
-    let p = provider();
-    if p == "sockets" || !msg_capable() {
-        p
-    } else if is_tcp() {
-        "tcp;ofi_rxm".into()
-    } else {
-        format!("{p};ofi_rxm")
-    }
-}
-
 fn skip(why: &str) {
-    println!("SKIP {}: provider {}: {why}", test_name(), rdm_provider());
+    println!(
+        "SKIP {}: provider {}: {why}",
+        test_name(),
+        multi_recv_provider()
+    );
 }
 
 struct Side {
@@ -69,7 +60,7 @@ fn rig_with(caps: Caps, rx_slots: usize, slot: usize, min_free: usize) -> Option
         skip("verbs;ofi_rxm over iWARP refuses the first transfer (-FI_ENOMEM)");
         return None;
     }
-    let prov = rdm_provider();
+    let prov = multi_recv_provider();
     let hints = libfabric::Hints::new()
         .provider(&prov)
         .ep_type(EpType::Rdm)

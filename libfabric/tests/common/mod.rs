@@ -405,3 +405,17 @@ pub fn borrowed(fd: libfabric::wait::WaitFd<'_>) -> std::os::fd::BorrowedFd<'_> 
     // which the lifetime ties it to; the tests only poll it for readiness.
     unsafe { std::os::fd::BorrowedFd::borrow_raw(fd.as_raw_fd()) }
 }
+
+/// The RDM provider the suite's provider gives multi-receive with: the
+/// provider itself (sockets, and the connectionless ones), or rxm over a
+/// provider of connected endpoints.
+pub fn multi_recv_provider() -> String {
+    let p = provider();
+    if p == "sockets" || !msg_capable() {
+        p
+    } else if is_tcp() {
+        "tcp;ofi_rxm".into()
+    } else {
+        format!("{p};ofi_rxm")
+    }
+}
