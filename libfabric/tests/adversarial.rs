@@ -1808,10 +1808,11 @@ fn pools_dropped_on_one_thread_while_endpoints_close_on_another() {
         .collect();
     let stop = AtomicBool::new(false);
     let pool_progress = AtomicU64::new(0);
-    // Both sides must overlap for a while; on a loaded machine (or under
-    // valgrind) the pool thread may not have been scheduled by the time the
-    // nominal 3 s are over, so the endpoint side goes on until the pool
-    // side has done a few rounds too (bounded, so a deadlock still fails).
+    // Both sides must overlap for a while. On a loaded machine (or under
+    // valgrind, which runs one thread at a time) either side may not be
+    // scheduled until the nominal 3 s are over, so the endpoint side goes on
+    // until both sides have done a few rounds (bounded, so a deadlock still
+    // fails).
     let deadline = Instant::now() + Duration::from_secs(3);
     let give_up = Instant::now() + Duration::from_secs(120);
     let (pool_rounds, endpoint_rounds) = std::thread::scope(|s| {
@@ -1825,7 +1826,7 @@ fn pools_dropped_on_one_thread_while_endpoints_close_on_another() {
             }
         });
         let mut rounds = 0u64;
-        while (Instant::now() < deadline || pool_progress.load(Ordering::Relaxed) < 3)
+        while (Instant::now() < deadline || pool_progress.load(Ordering::Relaxed) < 3 || rounds < 3)
             && Instant::now() < give_up
         {
             drop(Endpoint::open(&domain, &info).unwrap());
