@@ -688,6 +688,7 @@ impl<F: Format> Connection<F> {
     }
 
     /// Whether the connection's event queue said it ended.
+    #[cfg(feature = "tokio")]
     pub(crate) fn is_ended(&self) -> bool {
         self.ended.load(std::sync::atomic::Ordering::Acquire)
     }
