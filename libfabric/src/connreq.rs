@@ -42,8 +42,10 @@ pub struct ConnRequest {
     /// Its `fi_info`, with the request's handle. Taken by `into_parts`.
     info: ManuallyDrop<Info>,
     /// Where it arrived; `None` only if the event named no passive endpoint
-    /// of the queue (then it cannot be answered).
-    source: Option<RequestSource>,
+    /// of the queue (then it cannot be answered). Dropped by `Drop` (or
+    /// taken by `into_parts`), so that the drop of an event that holds a
+    /// request is one call, not inlined into every event's drop.
+    source: ManuallyDrop<Option<RequestSource>>,
 }
 
 /// `fi_reject` of a request's handle on the passive endpoint it arrived on.
@@ -66,7 +68,7 @@ impl ConnRequest {
     pub(crate) fn new(info: Info, source: Option<RequestSource>) -> Self {
         ConnRequest {
             info: ManuallyDrop::new(info),
-            source,
+            source: ManuallyDrop::new(source),
         }
     }
 
@@ -87,7 +89,7 @@ impl ConnRequest {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped, so each field is moved out once.
         unsafe {
-            let source = std::ptr::read(&this.source);
+            let source = ManuallyDrop::take(&mut this.source);
             (ManuallyDrop::take(&mut this.info), source)
         }
     }
@@ -103,7 +105,7 @@ impl ConnRequest {
     /// fails, with `None` (the provider has consumed the request's handle).
     #[doc(alias = "fi_reject")]
     pub fn reject(self, data: &[u8]) -> Handback<Option<ConnRequest>> {
-        let Some(source) = &self.source else {
+        let Some(source) = &*self.source else {
             let error = Error::State {
                 call: "fi_reject",
                 reason: "the request names no passive endpoint of its event queue",
@@ -122,8 +124,10 @@ impl ConnRequest {
 }
 
 impl Drop for ConnRequest {
+    #[inline(never)]
     fn drop(&mut self) {
-        if let Some(source) = self.source.take() {
+        // SAFETY: dropped once, here (into_parts forgets self instead).
+        if let Some(source) = unsafe { ManuallyDrop::take(&mut self.source) } {
             // Unanswered: reject it so the peer is told and the provider
             // frees the handle. The error cannot be reported from Drop.
             let _ = reject_raw(&source.pep, &self.info, &[]);

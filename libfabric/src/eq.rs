@@ -18,7 +18,8 @@
 
 use crate::connreq::{ConnRequest, RequestSource};
 use crate::error::{
-    check_len, check_queue_size, classify, try_zeroed, Errno, Error, Handback, ObjectKind, Result,
+    check_len, check_queue_size, classify, is_again, try_zeroed, Errno, Error, Handback,
+    ObjectKind, Result,
 };
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
@@ -887,17 +888,23 @@ impl EventQueue {
                 flags,
             )
         };
-        match decode(
+        // Nothing within the timeout: -FI_EAGAIN (and an error entry that
+        // another reader took first, which decodes as empty).
+        if is_again(ret) {
+            return Ok(EqRead::TimedOut);
+        }
+        let read = decode(
             &self.inner,
             ret,
             event,
             buf,
             flags & sys::FI_PEEK != 0,
             "fi_eq_sread",
-        )? {
-            EqRead::Empty => Ok(EqRead::TimedOut),
-            other => Ok(other),
+        );
+        if let Ok(EqRead::Empty) = read {
+            return Ok(EqRead::TimedOut);
         }
+        read
     }
 
     /// `fi_eq_readerr`: the next error entry, its `err_data` copied into
@@ -1106,12 +1113,7 @@ fn decode_other<'b>(
         if peek {
             return Ok(EqRead::ErrorPending);
         }
-        // Another reader may have taken the entry meanwhile: then the
-        // queue is empty as far as this read knows.
-        return Ok(match read_err(eq, &mut buf.err)? {
-            Some(e) => EqRead::Error(e),
-            None => EqRead::Empty,
-        });
+        return decode_error(eq, &mut buf.err);
     }
     let len = check_len(call, ret)?;
     let bytes: &'b [u8] = {
@@ -1152,19 +1154,13 @@ fn decode_other<'b>(
             // it (fi_eq(3)) and answer the request; a peek leaves both with
             // the queue (so no Info is made of it). Providers always give
             // one: a NULL one was written by the application.
-            let owned = if peek { None } else { Info::from_raw(info) };
-            match owned {
-                Some(info) => {
-                    let source = eq.find_passive(fid).map(|pep| RequestSource {
-                        pep,
-                        _eq: eq.clone(),
-                    });
-                    complete_names(&info, &eq.fabric);
-                    let request = ConnRequest::new(info, source);
-                    Event::ConnReq(ConnReq { fid, request, data })
-                }
-                None => Event::UnownedConnReq(UnownedConnReq { fid, data }),
+            if !peek && !info.is_null() {
+                return owned_request(eq, fid, info, data);
             }
+            return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
+                fid,
+                data,
+            })));
         }
         sys::FI_CONNECTED => {
             let (fid, info, data) = cm()?;
@@ -1186,6 +1182,47 @@ fn decode_other<'b>(
             bytes,
         },
     }))
+}
+
+/// An error entry announced by a read (`-FI_EAVAIL`), read. Another reader
+/// may have taken the entry meanwhile: then the queue is empty as far as
+/// this read knows. Out of line, as is [`owned_request`]: what the common
+/// events' decoding does not need stays out of its frame.
+#[inline(never)]
+fn decode_error<'b>(eq: &EqInner, err: &'b mut ErrDataBuf) -> Result<EqRead<'b>> {
+    Ok(match read_err(eq, err)? {
+        Some(e) => EqRead::Error(e),
+        None => EqRead::Empty,
+    })
+}
+
+/// A connection request read with its `fi_info` (not NULL), now the
+/// application's: the request to answer, from the passive endpoint of
+/// this queue it names.
+#[inline(never)]
+fn owned_request<'b>(
+    eq: &Arc<EqInner>,
+    fid: Fid,
+    info: *mut sys::fi_info,
+    data: &'b [u8],
+) -> Result<EqRead<'b>> {
+    let Some(info) = Info::from_raw(info) else {
+        return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
+            fid,
+            data,
+        })));
+    };
+    let source = eq.find_passive(fid).map(|pep| RequestSource {
+        pep,
+        _eq: eq.clone(),
+    });
+    complete_names(&info, &eq.fabric);
+    let request = ConnRequest::new(info, source);
+    Ok(EqRead::Event(Event::ConnReq(ConnReq {
+        fid,
+        request,
+        data,
+    })))
 }
 
 /// Names the fabric a connection request arrived on in its `fi_info`: the

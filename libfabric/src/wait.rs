@@ -595,13 +595,16 @@ pub(crate) fn with_progress_guards<R>(
     locks: &mut [Option<&RwLock<()>>],
     f: impl FnOnce() -> R,
 ) -> R {
-    if let [lock] = locks {
-        let _guard = lock.map(|l| l.read().unwrap_or_else(|e| e.into_inner()));
-        return f();
+    match locks {
+        // Event queues only: nothing to hold.
+        [] => return f(),
+        [lock] => {
+            let _guard = lock.map(|l| l.read().unwrap_or_else(|e| e.into_inner()));
+            return f();
+        }
+        _ => {}
     }
-    if locks.len() > 1 {
-        locks.sort_unstable_by_key(|l| l.map_or(0, |l| l as *const RwLock<()> as usize));
-    }
+    locks.sort_unstable_by_key(|l| l.map_or(0, |l| l as *const RwLock<()> as usize));
     if locks.len() > GUARDS_ON_STACK {
         return hold_progress_guards_in_vec(locks, f);
     }
