@@ -656,7 +656,9 @@ impl BufferPool {
     }
 
     /// A completion of the multi-receive posted on `slot` with context
-    /// `parity` (see [`MultiState`]).
+    /// `parity` (see [`MultiState`]). Out of line: the common completion,
+    /// of a single buffer, then saves no registers for it.
+    #[inline(never)]
     fn complete_multi(&self, slot: usize, parity: usize, o: Outcome) -> Reclaimed {
         let mut m = lock(&self.inner.multi[slot]);
         let state = &self.inner.table.states[slot];

@@ -86,6 +86,7 @@ use crate::eq::Fid;
 use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
+use crate::progress::{ProgressLock, ProgressRead};
 use crate::threading::{ThreadModel, ThreadSafe};
 use crate::wait::{
     open_with_default_wait, query_wait_obj, refuse_poisoned, refused_progress, resolved_wait_obj,
@@ -96,8 +97,8 @@ use std::ffi::c_void;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest one `fi_cntr_wait` blocks: an endpoint bound to the counter
@@ -207,17 +208,15 @@ pub(crate) struct CntrInner {
     /// `prov/util/src/util_cntr.c` 237-250 in 1.17, called by every read
     /// and wait, 77, 87, 155), reading state only `fi_enable` creates, so
     /// reads, waits and polls hold it shared and an endpoint's enable and
-    /// close exclusively.
-    pub(crate) lifecycle: RwLock<()>,
+    /// close exclusively. Its count of endpoints that failed to enable (see
+    /// `Endpoint::enable`) refuses reads, waits and polls while any of them
+    /// is open (on rxm, rxd and shm).
+    pub(crate) lifecycle: ProgressLock,
     /// As `CqInner::wait_poisoned`: rxm adds each enabled endpoint to the
     /// wait objects of the counters bound to it, with a callback into the
     /// endpoint (`rxm_ep_wait_fd_add`, `prov/rxm/src/rxm_ep.c` 1067-1079,
     /// 1160-1162 in 1.17), and never removes it.
     pub(crate) wait_poisoned: AtomicBool,
-    /// Endpoints bound to the counter whose enable failed on a provider
-    /// that keeps them in its progress: reads are refused while any is
-    /// open (see `Endpoint::enable`).
-    pub(crate) broken: AtomicU32,
 }
 
 impl CntrInner {
@@ -225,9 +224,9 @@ impl CntrInner {
     /// progress while an endpoint bound to it that failed to enable is
     /// open.
     #[inline]
-    fn progress_guard(&self, call: &'static str) -> Result<RwLockReadGuard<'_, ()>> {
-        let guard = self.lifecycle.read().unwrap_or_else(|e| e.into_inner());
-        if self.broken.load(Ordering::Acquire) != 0 {
+    fn progress_guard(&self, call: &'static str) -> Result<ProgressRead<'_>> {
+        let guard = self.lifecycle.read();
+        if guard.noted().refused() {
             return Err(refused_progress(call));
         }
         Ok(guard)
@@ -235,14 +234,14 @@ impl CntrInner {
 }
 
 impl ProgressMember for CntrInner {
-    fn lifecycle(&self) -> &RwLock<()> {
+    fn lifecycle(&self) -> &ProgressLock {
         &self.lifecycle
     }
     fn wait_poisoned(&self) -> &AtomicBool {
         &self.wait_poisoned
     }
     fn progress_refused(&self) -> bool {
-        self.broken.load(Ordering::Acquire) != 0
+        self.lifecycle.is_refused()
     }
     fn member_fid(&self) -> *mut sys::fid {
         self.fid.fid()
@@ -413,9 +412,8 @@ impl<T: ThreadModel> Counter<T> {
             wait_fd,
             narrow: crate::quirks::counts_in_32_bits(provider),
             id,
-            lifecycle: RwLock::new(()),
+            lifecycle: ProgressLock::default(),
             wait_poisoned: AtomicBool::new(false),
-            broken: AtomicU32::new(0),
         }));
         if let Some(set) = &cntr.inner._wait_set {
             let member: Arc<dyn ProgressMember> = cntr.inner.clone();
@@ -459,7 +457,7 @@ impl<T: ThreadModel> Counter<T> {
         // another thread (every handle of the domain is on this one).
         let _progress = if T::LOCKED {
             Some(self.inner.progress_guard("fi_cntr_read")?)
-        } else if self.inner.broken.load(Ordering::Acquire) != 0 {
+        } else if self.inner.lifecycle.noted().refused() {
             return Err(refused_progress("fi_cntr_read"));
         } else {
             None
@@ -733,7 +731,7 @@ impl<T: ThreadModel> Waitable for Counter<T> {
     fn wait_obj(&self) -> WaitObj {
         self.inner.wait_obj
     }
-    fn progress_lock(&self, _: sealed::Token) -> Option<&RwLock<()>> {
+    fn progress_lock(&self, _: sealed::Token) -> Option<&ProgressLock> {
         Some(&self.inner.lifecycle)
     }
     fn thread_safe(&self, _: sealed::Token) -> bool {

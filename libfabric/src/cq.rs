@@ -25,6 +25,7 @@ use crate::error::{
 };
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
+use crate::progress::{Noted, ProgressLock, ProgressRead};
 use crate::threading::{ThreadModel, ThreadSafe};
 use crate::wait::{
     open_with_default_wait, query_wait_obj, refuse_poisoned, refused_progress, resolved_wait_obj,
@@ -38,7 +39,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest an `sread` blocks at once: an endpoint of the queue being
@@ -175,10 +176,13 @@ macro_rules! entry_type {
 
         impl Drop for $name {
             /// A completion that was not reclaimed hands its buffer back
-            /// to its pool here.
+            /// to its pool here: one null check when it was.
+            #[inline]
             fn drop(&mut self) {
-                let outcome = self.members(sealed::Token(())).outcome();
-                crate::buffer::release_unreclaimed(self.0.get_mut().op_context, outcome);
+                if !self.0.get_mut().op_context.is_null() {
+                    let outcome = self.members(sealed::Token(())).outcome();
+                    crate::buffer::release_unreclaimed(self.0.get_mut().op_context, outcome);
+                }
             }
         }
 
@@ -761,22 +765,9 @@ pub(crate) struct CqInner {
     /// The context the queue was opened with.
     pub(crate) id: u64,
     /// The batches read from this queue still held, and the stale marks of
-    /// endpoint closes waiting on them.
+    /// endpoint closes waiting on them; and the queue's progress lock
+    /// (`epochs.progress`, see [`lifecycle`](Self::lifecycle)).
     pub(crate) epochs: Arc<Epochs>,
-    /// Shared by every call that runs the provider's progress on this
-    /// queue (reads, `sread`, `fi_trywait`, `fi_poll`); exclusive while an
-    /// endpoint bound to it is bound and enabled, or closed. The util
-    /// providers walk the queue's endpoints in its progress and read state
-    /// that only exists between an endpoint's `fi_enable` and its
-    /// `fi_close`: rxm reads the endpoint's `msg_cq` (`prov/rxm/src/rxm_cq.c`
-    /// 1929), opened only at enable (`rxm_ep.c` 1343) and closed in
-    /// `rxm_ep_close`; shm reads `ep->region` (`prov/shm/src/smr_progress.c`
-    /// 1156), created at enable (`smr_ep.c` 1684); rxd's enable and close
-    /// raced its progress too (line numbers of 1.17). A read on another
-    /// thread during either crashed, and so did a read with a bound, never
-    /// enabled endpoint: endpoints give their queues to the provider only
-    /// in `enable` (`Endpoint::bind_cq` records them).
-    pub(crate) lifecycle: RwLock<()>,
     /// Set when an endpoint bound to this queue closed on a provider that
     /// keeps closed endpoints in its queues' wait objects
     /// ([`crate::quirks::keeps_closed_endpoints_in_waits`]): `fi_trywait`,
@@ -788,14 +779,14 @@ pub(crate) struct CqInner {
 }
 
 impl crate::wait::ProgressMember for CqInner {
-    fn lifecycle(&self) -> &RwLock<()> {
-        &self.lifecycle
+    fn lifecycle(&self) -> &ProgressLock {
+        CqInner::lifecycle(self)
     }
     fn wait_poisoned(&self) -> &std::sync::atomic::AtomicBool {
         &self.wait_poisoned
     }
     fn progress_refused(&self) -> bool {
-        self.epochs.is_refused()
+        self.lifecycle().is_refused()
     }
     fn member_fid(&self) -> *mut sys::fid {
         self.fid.fid()
@@ -809,10 +800,30 @@ impl crate::wait::ProgressMember for CqInner {
 }
 
 impl CqInner {
+    /// The queue's progress lock, kept in `epochs`.
+    ///
+    /// Shared by every call that runs the provider's progress on this
+    /// queue (reads, `sread`, `fi_trywait`, `fi_poll`); exclusive while an
+    /// endpoint bound to it is bound and enabled, or closed. The util
+    /// providers walk the queue's endpoints in its progress and read state
+    /// that only exists between an endpoint's `fi_enable` and its
+    /// `fi_close`: rxm reads the endpoint's `msg_cq` (`prov/rxm/src/rxm_cq.c`
+    /// 1929), opened only at enable (`rxm_ep.c` 1343) and closed in
+    /// `rxm_ep_close`; shm reads `ep->region` (`prov/shm/src/smr_progress.c`
+    /// 1156), created at enable (`smr_ep.c` 1684); rxd's enable and close
+    /// raced its progress too (line numbers of 1.17). A read on another
+    /// thread during either crashed, and so did a read with a bound, never
+    /// enabled endpoint: endpoints give their queues to the provider only
+    /// in `enable` (`Endpoint::bind_cq` records them).
+    #[inline(always)]
+    pub(crate) fn lifecycle(&self) -> &ProgressLock {
+        &self.epochs.progress
+    }
+
     /// Held while the provider's progress may run on this queue.
     #[inline]
-    pub(crate) fn progress_guard(&self) -> RwLockReadGuard<'_, ()> {
-        self.lifecycle.read().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn progress_guard(&self) -> ProgressRead<'_> {
+        self.lifecycle().read()
     }
 
     /// One `fi_cq_readerr` into `buf`: the entry and its `err_data`, or
@@ -854,33 +865,66 @@ impl CqInner {
         guarded: bool,
         read: impl FnOnce() -> Result<isize>,
     ) -> Result<(isize, u64)> {
-        let progress = guarded.then(|| self.progress_guard());
-        let awaiting = self.epochs.awaiting();
-        if Epochs::refused(awaiting) {
-            return Err(refused_progress("fi_cq_read"));
+        let (progress, noted) = if guarded {
+            let progress = self.progress_guard();
+            let noted = progress.noted();
+            (Some(progress), noted)
+        } else {
+            (None, self.lifecycle().noted())
+        };
+        // The lock word says whether anything needs looking at: one test.
+        if !noted.is_clear() {
+            let awaiting = self.noted(noted)?;
+            let ret = read()?;
+            return Ok(self.count_noted(ret, progress, awaiting));
         }
         let ret = read()?;
-        if ret > 0 {
-            let epoch = self.epochs.enter();
-            drop(progress);
-            return Ok((ret, epoch));
-        }
-        drop(progress);
-        if awaiting != 0 {
-            self.read_nothing(ret, awaiting);
-        }
-        Ok((ret, 0))
+        Ok(self.count(ret, progress))
     }
 
-    /// After a read that returned no completion while endpoint closes
-    /// wait on an empty read of this queue: settles them if it was one.
-    /// Out of line, so that the common read tests one word after its call.
+    /// The read's batch counted (see `counted_read`), then the progress
+    /// guard released.
+    #[inline(always)]
+    fn count(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> (isize, u64) {
+        let epoch = if ret > 0 { self.epochs.enter() } else { 0 };
+        drop(progress);
+        (ret, epoch)
+    }
+
+    /// Before a read whose progress lock noted something: refuses the
+    /// read while an endpoint that failed to enable is open, else returns
+    /// the marks an empty result may settle (see the epochs module), loaded
+    /// before the call (only marks added before the read began may be
+    /// settled by its empty result).
     #[cold]
     #[inline(never)]
-    fn read_nothing(&self, ret: isize, awaiting: u64) {
-        if is_again(ret) {
-            self.epochs.read_empty(awaiting, &self.lifecycle);
+    fn noted(&self, noted: Noted) -> Result<u64> {
+        if noted.refused() {
+            return Err(refused_progress("fi_cq_read"));
         }
+        Ok(if noted.notice() {
+            self.epochs.awaiting()
+        } else {
+            0
+        })
+    }
+
+    /// `count` after a read whose progress lock noted something: when
+    /// endpoint closes wait on an empty read of this queue and this one
+    /// was empty, settles them.
+    #[cold]
+    #[inline(never)]
+    fn count_noted(
+        &self,
+        ret: isize,
+        progress: Option<ProgressRead<'_>>,
+        awaiting: u64,
+    ) -> (isize, u64) {
+        let counted = self.count(ret, progress);
+        if awaiting != 0 && is_again(ret) {
+            self.epochs.read_empty(awaiting);
+        }
+        counted
     }
 }
 
@@ -1019,7 +1063,6 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 signals_reported: AtomicU64::new(0),
                 id,
                 epochs: Arc::default(),
-                lifecycle: RwLock::new(()),
                 wait_poisoned: std::sync::atomic::AtomicBool::new(false),
             }),
             _format: PhantomData,
@@ -1535,8 +1578,8 @@ impl<F: Format, T: ThreadModel> Waitable for CompletionQueue<F, T> {
     fn wait_obj(&self) -> WaitObj {
         self.inner.wait_obj
     }
-    fn progress_lock(&self, _: sealed::Token) -> Option<&RwLock<()>> {
-        Some(&self.inner.lifecycle)
+    fn progress_lock(&self, _: sealed::Token) -> Option<&ProgressLock> {
+        Some(self.inner.lifecycle())
     }
     fn thread_safe(&self, _: sealed::Token) -> bool {
         T::LOCKED

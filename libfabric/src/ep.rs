@@ -89,6 +89,7 @@ use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
 use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Caps, EpType, Info, InfoEntry};
+use crate::progress::{ProgressLock, ProgressWrite};
 use crate::threading::{ThreadModel, ThreadSafe};
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
@@ -256,6 +257,8 @@ pub(crate) struct EpInner {
     connectionless: bool,
     inject_size: usize,
     cq_data_size: usize,
+    /// What every RMA post checks, fixed at open (see `ep::rma`).
+    rma: rma::RmaFacts,
     bound: Mutex<Bound>,
     /// The address vector, read by every post to or from an address.
     av: OnceLock<Arc<AvInner>>,
@@ -444,6 +447,7 @@ impl EpInner {
             connectionless: self.connectionless,
             inject_size: self.inject_size,
             cq_data_size: self.cq_data_size,
+            rma: self.rma,
             bound: Mutex::new(std::mem::take(
                 self.bound.get_mut().unwrap_or_else(|e| e.into_inner()),
             )),
@@ -488,7 +492,7 @@ pub(crate) fn release_group(mut members: Vec<EpInner>) {
     }
     let guards = write_all(
         cqs.iter()
-            .map(|c| &c.lifecycle)
+            .map(|c| c.lifecycle())
             .chain(cntrs.iter().map(|c| &c.lifecycle)),
     );
     for m in &mut members {
@@ -533,10 +537,10 @@ impl Drop for EpInner {
             // (bind_guard), so these are the queues and vector it marked.
             let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
             for (cq, _) in distinct_cqs(bound).iter().flatten() {
-                cq.epochs.endpoint_broken(false);
+                cq.epochs.progress.set_broken(false);
             }
             for (cntr, _) in bound.distinct_cntrs() {
-                cntr.broken.fetch_sub(1, Ordering::AcqRel);
+                cntr.lifecycle.set_broken(false);
             }
             if let Some(av) = self.av.get() {
                 let mut deferred = av.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -609,7 +613,7 @@ fn distinct_cqs(bound: &Bound) -> [Option<(Arc<CqInner>, CqBind)>; 2] {
 }
 
 fn lock_address(cq: &Arc<CqInner>) -> usize {
-    &cq.lifecycle as *const std::sync::RwLock<()> as usize
+    cq.lifecycle() as *const ProgressLock as usize
 }
 
 /// The progress locks of the queues and counters, held exclusively, each
@@ -618,27 +622,22 @@ fn lock_address(cq: &Arc<CqInner>) -> usize {
 fn exclusive<'a>(
     cqs: &'a [Option<(Arc<CqInner>, CqBind)>; 2],
     cntrs: &'a [(Arc<CntrInner>, CntrBind)],
-) -> Vec<std::sync::RwLockWriteGuard<'a, ()>> {
+) -> Vec<ProgressWrite<'a>> {
     write_all(
         cqs.iter()
             .flatten()
-            .map(|(cq, _)| &cq.lifecycle)
+            .map(|(cq, _)| cq.lifecycle())
             .chain(cntrs.iter().map(|(c, _)| &c.lifecycle)),
     )
 }
 
 /// Takes each of `locks` exclusively, once, in address order (the order
 /// every taker of several progress locks uses).
-fn write_all<'a>(
-    locks: impl Iterator<Item = &'a std::sync::RwLock<()>>,
-) -> Vec<std::sync::RwLockWriteGuard<'a, ()>> {
-    let mut locks: Vec<&std::sync::RwLock<()>> = locks.collect();
-    locks.sort_unstable_by_key(|l| *l as *const std::sync::RwLock<()> as usize);
+fn write_all<'a>(locks: impl Iterator<Item = &'a ProgressLock>) -> Vec<ProgressWrite<'a>> {
+    let mut locks: Vec<&ProgressLock> = locks.collect();
+    locks.sort_unstable_by_key(|l| *l as *const ProgressLock as usize);
     locks.dedup_by(|a, b| std::ptr::eq(*a, *b));
-    locks
-        .into_iter()
-        .map(|l| l.write().unwrap_or_else(|e| e.into_inner()))
-        .collect()
+    locks.into_iter().map(ProgressLock::write).collect()
 }
 
 /// Refuses from now on the waits of the queues and counters that have a
@@ -1034,6 +1033,7 @@ impl<T: ThreadModel> Endpoint<T> {
             connectionless: ep_type != EpType::Msg,
             inject_size: info.inject_size(),
             cq_data_size: info.cq_data_size(),
+            rma: rma::RmaFacts::of(&info, &domain.inner.info),
             info: Arc::new(info),
             state: AtomicU32::new(state),
             bound: Mutex::new(Bound::default()),
@@ -1471,10 +1471,10 @@ impl<T: ThreadModel> Endpoint<T> {
             // CqInner::wait_poisoned).
             self.inner.state.fetch_or(ENABLE_FAILED, Ordering::AcqRel);
             for (cq, _) in cqs.iter().flatten() {
-                cq.epochs.endpoint_broken(true);
+                cq.epochs.progress.set_broken(true);
             }
             for (cntr, _) in &cntrs {
-                cntr.broken.fetch_add(1, Ordering::AcqRel);
+                cntr.lifecycle.set_broken(true);
             }
             poison_waits(&cqs, &cntrs);
             if let Some(av) = self.inner.av.get() {

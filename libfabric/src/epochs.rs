@@ -19,7 +19,7 @@
 //! taking it waits for the reads and blocking waits under way, at most
 //! 100 ms, once per close whose marks wait),
 //! and the marks of closes seen before that empty read are settled once
-//! the older epoch's batches are all released. A read costs one load when
+//! the older epoch's batches are all released. A read costs nothing beyond its progress lock when
 //! nothing is waiting, and a batch one increment and one decrement.
 //!
 //! A batch whose guard is leaked (`std::mem::forget`) is never released:
@@ -27,11 +27,15 @@
 //! pool is dropped. Nothing is handed out twice.
 
 use crate::buffer::StaleMarks;
+use crate::progress::ProgressLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 /// A queue's epochs of read batches, and the stale marks waiting on them.
 pub(crate) struct Epochs {
+    /// The queue's progress lock, whose notice says that marks wait for
+    /// an empty read (`awaiting` is not 0).
+    pub(crate) progress: ProgressLock,
     epoch: AtomicU64,
     /// Batches not yet released, by epoch parity. Only the newest epoch of
     /// each parity has any: the epoch advances only when the counter it
@@ -45,15 +49,8 @@ pub(crate) struct Epochs {
     waiting: Mutex<Waiting>,
 }
 
-/// In `awaiting`: an endpoint bound to the queue failed to enable after the
-/// queue was given to it, and the provider runs it in the queue's
-/// progress (see `Epochs::endpoint_broken`).
-const BROKEN: u64 = 1 << 63;
-
 #[derive(Default)]
 struct Waiting {
-    /// Endpoints bound to the queue that failed to enable, still open.
-    broken: usize,
     next_seq: u64,
     /// The queue is closed: nothing more can be read from it.
     closed: bool,
@@ -66,6 +63,7 @@ struct Waiting {
 impl Default for Epochs {
     fn default() -> Self {
         Epochs {
+            progress: ProgressLock::default(),
             epoch: AtomicU64::new(0),
             live: [AtomicUsize::new(0), AtomicUsize::new(0)],
             awaiting: AtomicU64::new(0),
@@ -80,50 +78,24 @@ impl Epochs {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Before a read, under the progress lock: the marks an empty result
-    /// of this read may settle, or [`refused`](Self::refused).
-    #[inline(always)]
+    /// Before a read whose lock said [`notice`](crate::progress::Noted::notice),
+    /// under the progress lock: the marks an empty result of this read may
+    /// settle (0: none).
+    #[inline]
     pub(crate) fn awaiting(&self) -> u64 {
         self.awaiting.load(Ordering::Acquire)
     }
 
-    /// Whether `awaiting` says the queue's progress must not run: an
-    /// endpoint bound to it failed to enable and is still open.
-    #[inline(always)]
-    pub(crate) fn refused(awaiting: u64) -> bool {
-        awaiting >= BROKEN
-    }
-
-    /// Whether the queue's progress must not run now (see
-    /// [`refused`](Self::refused)); under the progress lock.
-    pub(crate) fn is_refused(&self) -> bool {
-        Self::refused(self.awaiting())
-    }
-
-    /// An endpoint bound to the queue failed to enable (`broken`), or such
-    /// an endpoint was closed or enabled after all. Called with the
-    /// queue's progress lock held exclusively or with no read able to run
-    /// the endpoint.
-    pub(crate) fn endpoint_broken(&self, broken: bool) {
-        let mut waiting = self.waiting();
-        if broken {
-            waiting.broken += 1;
-        } else {
-            waiting.broken = waiting.broken.saturating_sub(1);
-        }
-        self.publish(&waiting);
-    }
-
-    /// Stores `awaiting` from the marks waiting for an empty read and the
-    /// broken endpoints; under the `waiting` lock.
+    /// Stores `awaiting` from the marks waiting for an empty read, and the
+    /// progress lock's notice with it; under the `waiting` lock.
     fn publish(&self, waiting: &Waiting) {
         let seq = if waiting.closed {
             0
         } else {
             waiting.empty.iter().map(|(seq, _)| *seq).max().unwrap_or(0)
         };
-        let broken = if waiting.broken > 0 { BROKEN } else { 0 };
-        self.awaiting.store(seq | broken, Ordering::Release);
+        self.awaiting.store(seq, Ordering::Release);
+        self.progress.set_notice(seq != 0);
     }
 
     /// After a read that returned completions, under the progress lock:
@@ -157,8 +129,7 @@ impl Epochs {
     /// time). Only when the epoch can advance: while a batch of the
     /// epoch before is still held, a later empty read does this.
     #[cold]
-    pub(crate) fn read_empty(&self, seen: u64, progress: &RwLock<()>) {
-        let seen = seen & !BROKEN;
+    pub(crate) fn read_empty(&self, seen: u64) {
         let next_free = || {
             let epoch = self.epoch.load(Ordering::Relaxed);
             self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) == 0
@@ -166,7 +137,7 @@ impl Epochs {
         if !next_free() {
             return;
         }
-        let _exclusive = progress.write().unwrap_or_else(|e| e.into_inner());
+        let _exclusive = self.progress.write();
         let mut waiting = self.waiting();
         let epoch = self.epoch.load(Ordering::Relaxed);
         // The counter the next epoch uses must be free of older batches.

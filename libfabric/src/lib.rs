@@ -299,6 +299,7 @@ pub mod pep;
 pub mod poll;
 #[doc = include_str!("preconditions.md")]
 pub mod preconditions {}
+mod progress;
 mod quirks;
 mod shm_peers;
 pub mod threading;

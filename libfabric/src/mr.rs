@@ -1267,23 +1267,26 @@ impl RemoteRegion {
     /// [`Error::TooLarge`] when `offset + len` is past the region;
     /// [`Error::InvalidArgument`] when `addr + offset + len` overflows
     /// 64 bits.
+    #[inline]
     pub fn address_of(&self, offset: u64, len: usize) -> Result<u64> {
         let len = len as u64;
         match offset.checked_add(len) {
             Some(end) if end <= self.len => {}
-            end => {
-                return Err(Error::TooLarge {
-                    what: "offset + length in the remote region",
-                    limit: usize::try_from(self.len).unwrap_or(usize::MAX),
-                    given: end.map_or(usize::MAX, |e| usize::try_from(e).unwrap_or(usize::MAX)),
-                })
-            }
+            end => return Err(self.past_the_end(end)),
         }
         match self.addr.checked_add(offset) {
             Some(addr) if addr.checked_add(len).is_some() => Ok(addr),
-            _ => Err(Error::InvalidArgument(
-                "the remote region's address + offset + length overflows 64 bits".into(),
-            )),
+            _ => Err(address_overflow()),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn past_the_end(&self, end: Option<u64>) -> Error {
+        Error::TooLarge {
+            what: "offset + length in the remote region",
+            limit: usize::try_from(self.len).unwrap_or(usize::MAX),
+            given: end.map_or(usize::MAX, |e| usize::try_from(e).unwrap_or(usize::MAX)),
         }
     }
 
@@ -1295,15 +1298,26 @@ impl RemoteRegion {
     /// without guarding against wrap-around (`ofi_mr_map_verify`,
     /// `prov/util/src/util_mr_map.c` 141-145 in 1.22): an offset near
     /// 2^64 would wrap to an address outside the region and pass.
+    #[inline]
     pub(crate) fn target_address(&self, offset: u64, len: usize, mr_mode: i32) -> Result<u64> {
         let addr = self.address_of(offset, len)?;
         if mr_mode & sys::FI_MR_VIRT_ADDR == 0 && addr + len as u64 > isize::MAX as u64 {
-            return Err(Error::InvalidArgument(
-                "the remote region's offset + length is past isize::MAX, beyond any region of \
-                 a domain that addresses regions by offset (no FI_MR_VIRT_ADDR)"
-                    .into(),
-            ));
+            return Err(past_any_offset_region());
         }
         Ok(addr)
     }
+}
+
+#[cold]
+fn address_overflow() -> Error {
+    Error::InvalidArgument("the remote region's address + offset + length overflows 64 bits".into())
+}
+
+#[cold]
+fn past_any_offset_region() -> Error {
+    Error::InvalidArgument(
+        "the remote region's offset + length is past isize::MAX, beyond any region of a domain \
+         that addresses regions by offset (no FI_MR_VIRT_ADDR)"
+            .into(),
+    )
 }

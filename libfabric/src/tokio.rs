@@ -92,7 +92,7 @@ async fn wait_ready(
     fabric: &SendPtr<sys::fid_fabric>,
     fid: &SendPtr<sys::fid>,
     eq: Option<&SendPtr<sys::fid_eq>>,
-    progress: Option<&std::sync::RwLock<()>>,
+    progress: Option<&crate::progress::ProgressLock>,
     poison: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<()> {
     // The raw pointers and the progress guard are used only before the
@@ -290,7 +290,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
                 let read = cq::decode(ret, epoch, &self.cq.inner.epochs, buf, "fi_cq_read")?;
                 return self.cq.finish(read);
             }
-            let progress = Some(&self.cq.inner.lifecycle);
+            let progress = Some(self.cq.inner.lifecycle());
             let poison = Some(&self.cq.inner.wait_poisoned);
             wait_ready(&self.fd, &self.fabric, &self.fid, None, progress, poison).await?;
         }

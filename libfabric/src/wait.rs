@@ -5,11 +5,12 @@
 use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
+use crate::progress::ProgressLock;
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How a queue blocks (`enum fi_wait_obj`).
@@ -201,7 +202,7 @@ pub trait Waitable: sealed::Sealed {
     /// Only the crate can call it (the token): a lock held from outside
     /// could keep an endpoint's close waiting.
     #[doc(hidden)]
-    fn progress_lock(&self, _: sealed::Token) -> Option<&RwLock<()>> {
+    fn progress_lock(&self, _: sealed::Token) -> Option<&ProgressLock> {
         None
     }
     /// Whether the queue may be used from any thread (`FI_THREAD_SAFE`;
@@ -509,7 +510,7 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     let mut stack = [std::mem::MaybeUninit::<*mut sys::fid>::uninit(); STACK];
     // The usual case, at most one completion queue (one progress lock), is
     // told apart on the way.
-    let mut lock: Option<&RwLock<()>> = None;
+    let mut lock: Option<&ProgressLock> = None;
     let mut locks = 0;
     for (slot, q) in stack.iter_mut().zip(queues) {
         slot.write(checked_fid(fabric, *q)?);
@@ -526,7 +527,7 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     match (lock, locks) {
         (None, _) => trywait_raw(fabric, fids),
         (Some(lock), 1) => {
-            let _guard = lock.read().unwrap_or_else(|e| e.into_inner());
+            let _guard = lock.read();
             refuse_poisoned(
                 "fi_trywait",
                 queues.iter().map(|q| q.wait_poison(sealed::Token(()))),
@@ -592,19 +593,19 @@ const GUARDS_ON_STACK: usize = 16;
 /// one). Sorts `locks` in place; no allocation.
 #[inline]
 pub(crate) fn with_progress_guards<R>(
-    locks: &mut [Option<&RwLock<()>>],
+    locks: &mut [Option<&ProgressLock>],
     f: impl FnOnce() -> R,
 ) -> R {
     match locks {
         // Event queues only: nothing to hold.
         [] => return f(),
         [lock] => {
-            let _guard = lock.map(|l| l.read().unwrap_or_else(|e| e.into_inner()));
+            let _guard = lock.map(|l| l.read());
             return f();
         }
         _ => {}
     }
-    locks.sort_unstable_by_key(|l| l.map_or(0, |l| l as *const RwLock<()> as usize));
+    locks.sort_unstable_by_key(|l| l.map_or(0, |l| l as *const ProgressLock as usize));
     if locks.len() > GUARDS_ON_STACK {
         return hold_progress_guards_in_vec(locks, f);
     }
@@ -614,15 +615,15 @@ pub(crate) fn with_progress_guards<R>(
 /// Many locks (a poll set or wait set of thousands of members): their
 /// guards in a vector, so that the stack does not grow with their count.
 #[cold]
-fn hold_progress_guards_in_vec<R>(locks: &[Option<&RwLock<()>>], f: impl FnOnce() -> R) -> R {
+fn hold_progress_guards_in_vec<R>(locks: &[Option<&ProgressLock>], f: impl FnOnce() -> R) -> R {
     let mut guards = Vec::with_capacity(locks.len());
-    let mut last: Option<&RwLock<()>> = None;
+    let mut last: Option<&ProgressLock> = None;
     for lock in locks.iter().flatten() {
         // Sorted: a lock given twice is next to itself, taken once.
         if last.is_some_and(|l| ptr::eq(l, *lock)) {
             continue;
         }
-        guards.push(lock.read().unwrap_or_else(|e| e.into_inner()));
+        guards.push(lock.read());
         last = Some(lock);
     }
     let r = f();
@@ -630,10 +631,10 @@ fn hold_progress_guards_in_vec<R>(locks: &[Option<&RwLock<()>>], f: impl FnOnce(
     r
 }
 
-fn hold_progress_guards<R>(locks: &[Option<&RwLock<()>>], f: impl FnOnce() -> R) -> R {
+fn hold_progress_guards<R>(locks: &[Option<&ProgressLock>], f: impl FnOnce() -> R) -> R {
     for (at, lock) in locks.iter().enumerate() {
         let Some(lock) = *lock else { continue };
-        let _guard = lock.read().unwrap_or_else(|e| e.into_inner());
+        let _guard = lock.read();
         // The rest, which holds no lock equal to this one (sorted).
         let rest = &locks[at + 1..];
         let skip = rest
@@ -746,7 +747,7 @@ pub struct Waiter<'q> {
     pollfds: Vec<libc::pollfd>,
     /// The distinct progress locks of the queues (see
     /// [`with_progress_guards`]), held around `fi_trywait`.
-    locks: Vec<Option<&'q RwLock<()>>>,
+    locks: Vec<Option<&'q ProgressLock>>,
     /// The queues' poison flags (see `CqInner::wait_poisoned`).
     poison: Vec<&'q std::sync::atomic::AtomicBool>,
     _queues: std::marker::PhantomData<&'q dyn Waitable>,
@@ -783,7 +784,7 @@ impl<'q> Waiter<'q> {
         let mut fids = Vec::with_capacity(queues.len());
         let mut eqs = Vec::new();
         let mut pollfds = Vec::with_capacity(queues.len());
-        let mut locks: Vec<Option<&'q RwLock<()>>> = Vec::new();
+        let mut locks: Vec<Option<&'q ProgressLock>> = Vec::new();
         let mut poison = Vec::new();
         for q in queues {
             if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
@@ -1023,7 +1024,7 @@ impl PollFdSet {
 pub(crate) trait ProgressMember: Send + Sync {
     /// Held shared by every call that runs the object's progress, and
     /// exclusively by an endpoint's enable and close.
-    fn lifecycle(&self) -> &RwLock<()>;
+    fn lifecycle(&self) -> &ProgressLock;
     /// Set once waiting on the object became unsafe (see
     /// `CqInner::wait_poisoned`); read under the lifecycle lock.
     fn wait_poisoned(&self) -> &std::sync::atomic::AtomicBool;

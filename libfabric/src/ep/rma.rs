@@ -6,7 +6,7 @@ use super::{Endpoint, CONNECTED, ENABLED, TX_CQ};
 use crate::buffer::Buffer;
 use crate::cq::Addr;
 use crate::error::{check, Error, Handback, Result};
-use crate::info::Caps;
+use crate::info::{Caps, InfoEntry};
 use crate::mr::RemoteRegion;
 use libfabric_sys::fabric as sys;
 
@@ -14,11 +14,64 @@ use libfabric_sys::fabric as sys;
 /// completions are transmit completions), connected.
 pub(super) const RMA_READY: u32 = ENABLED | TX_CQ | CONNECTED;
 
+/// What every RMA post checks that is fixed when the endpoint is opened,
+/// worked out then.
+#[derive(Clone, Copy)]
+pub(crate) struct RmaFacts {
+    /// The initiator roles (`FI_READ`, `FI_WRITE`) the endpoint may post:
+    /// none without `FI_RMA`, or on a domain whose target would not check
+    /// ([`crate::quirks::rma_unchecked_at_target`]).
+    roles: Caps,
+    /// `ep_attr->max_msg_size`.
+    max_len: usize,
+    /// The domain's `mr_mode` (whether remote addresses are virtual).
+    mr_mode: i32,
+}
+
+impl RmaFacts {
+    pub(crate) fn of(info: &InfoEntry, domain: &InfoEntry) -> RmaFacts {
+        let caps = info.caps();
+        let initiator = Caps::READ | Caps::WRITE;
+        // fi_getinfo(3): FI_RMA with none of READ/WRITE/REMOTE_READ/
+        // REMOTE_WRITE means all four; with some, only those.
+        let roles = if !caps.contains(Caps::RMA) || crate::quirks::rma_unchecked_at_target(domain) {
+            Caps::empty()
+        } else if caps.intersects(initiator | Caps::REMOTE_READ | Caps::REMOTE_WRITE) {
+            caps & initiator
+        } else {
+            initiator
+        };
+        RmaFacts {
+            roles,
+            max_len: info.max_msg_size(),
+            mr_mode: domain.mr_mode(),
+        }
+    }
+}
+
+/// An RMA length of 0, or over `max_len`.
+#[cold]
+#[inline(never)]
+fn bad_rma_length(call: &'static str, len: usize, max_len: usize) -> Error {
+    if len == 0 {
+        return Error::InvalidArgument(
+            format!("{call}: an RMA transfer needs at least one byte").into(),
+        );
+    }
+    Error::TooLarge {
+        what: "RMA length (ep_attr max_msg_size)",
+        limit: max_len,
+        given: len,
+    }
+}
+
 impl<T: crate::threading::ThreadModel> Endpoint<T> {
     /// The checks every RMA call makes before the provider is called: the
     /// endpoint's state and capability, the provider's own checks at the
     /// target, the length against the provider's limit and the remote
     /// region, and the peer. Returns the remote address and the peer's.
+    /// Inlined into each post: what is left out of line is the errors.
+    #[inline(always)]
     fn check_rma(
         &self,
         call: &'static str,
@@ -28,48 +81,48 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
         offset: u64,
         dest: Addr,
     ) -> Result<(u64, u64)> {
-        let caps = self.inner.info.caps();
-        // fi_getinfo(3): FI_RMA with none of READ/WRITE/REMOTE_READ/
-        // REMOTE_WRITE means all four; with some, only those.
-        let roles = Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
-        if !caps.contains(Caps::RMA) || (caps.intersects(roles) && !caps.contains(initiator)) {
-            return Err(Error::MissingCapability {
-                call,
-                needed: Caps::RMA | initiator,
-            });
+        let facts = &self.inner.rma;
+        if !facts.roles.contains(initiator) {
+            return Err(self.rma_refused(call, initiator));
         }
         self.ready(call, RMA_READY)?;
-        let domain = &self.inner.domain.info;
-        if crate::quirks::rma_unchecked_at_target(domain) {
-            return Err(Error::Unsupported {
-                call,
-                reason: "shm carries out this domain's RMA by writing or reading the peer \
-                       process's memory directly, without the peer checking the key, access \
-                       or bounds; ask for an RMA ordering (Hints::msg_order with FI_ORDER_RAW \
-                       or another FI_ORDER_R*/W* bit) to have the peer check them",
-            });
+        if len == 0 || len > facts.max_len {
+            return Err(bad_rma_length(call, len, facts.max_len));
         }
-        if len == 0 {
-            return Err(Error::InvalidArgument(
-                format!("{call}: an RMA transfer needs at least one byte").into(),
-            ));
-        }
-        let max = self.inner.info.max_msg_size();
-        if len > max {
-            return Err(Error::TooLarge {
-                what: "RMA length (ep_attr max_msg_size)",
-                limit: max,
-                given: len,
-            });
-        }
-        let addr = remote.target_address(offset, len, self.inner.domain.info.mr_mode())?;
+        let addr = remote.target_address(offset, len, facts.mr_mode)?;
         let dest = self.check_peer(call, dest, false)?;
         Ok((addr, dest))
+    }
+
+    /// Why the endpoint may not post an RMA of role `initiator`: the
+    /// capability, or else (once the endpoint is ready) the domain.
+    #[cold]
+    #[inline(never)]
+    fn rma_refused(&self, call: &'static str, initiator: Caps) -> Error {
+        let caps = self.inner.info.caps();
+        let roles = Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
+        if !caps.contains(Caps::RMA) || (caps.intersects(roles) && !caps.contains(initiator)) {
+            return Error::MissingCapability {
+                call,
+                needed: Caps::RMA | initiator,
+            };
+        }
+        if let Err(e) = self.ready(call, RMA_READY) {
+            return e;
+        }
+        Error::Unsupported {
+            call,
+            reason: "shm carries out this domain's RMA by writing or reading the peer \
+                   process's memory directly, without the peer checking the key, access \
+                   or bounds; ask for an RMA ordering (Hints::msg_order with FI_ORDER_RAW \
+                   or another FI_ORDER_R*/W* bit) to have the peer check them",
+        }
     }
 
     /// The checks of an RMA with a buffer: those of [`check_rma`], the
     /// buffer's domain and its length.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn check_rma_buffer(
         &self,
         call: &'static str,

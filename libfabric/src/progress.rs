@@ -1,0 +1,361 @@
+//! The lock that keeps a queue's or counter's progress apart from the
+//! enables and closes of the endpoints bound to it.
+//!
+//! Every call that may run the provider's progress on the queue (reads,
+//! blocking reads, `fi_trywait`, `fi_poll`, waits) holds it shared; an
+//! endpoint's enable and close hold it exclusively (see
+//! `CqInner`'s and `CntrInner`'s docs for what the providers read there).
+//! It is a reader-writer lock in one word, so that the shared side costs
+//! one atomic increment before the call and one decrement after, and so
+//! that the same word tells a reader whether anything else needs its
+//! attention before it calls the provider:
+//! - how many endpoints bound to the queue failed to enable and are still
+//!   open (the provider runs them in the queue's progress, which is then
+//!   refused: [`ProgressLock::set_broken`]);
+//! - a notice its owner sets (for a completion queue: endpoint closes wait
+//!   on an empty read, see the `epochs` module).
+//!
+//! Writers are preferred: a reader that finds a writer in or waiting backs
+//! off and waits for it, so a stream of readers cannot starve an endpoint's
+//! close. As with `std::sync::RwLock`, a thread that holds the lock shared
+//! must not take it again (a writer may be waiting in between); the
+//! callers take several locks once each, in address order
+//! (`wait::with_progress_guards`, `ep::write_all`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+/// The lock word. Readers count in the high half, so that the low half's
+/// flags are tested with 32-bit immediates.
+const READER: u64 = 1 << 32;
+/// A writer holds the lock, or waits for the readers in it to leave.
+const WRITER: u64 = 1;
+/// The writer sleeps until the last reader leaves.
+const WRITER_PARKED: u64 = 1 << 1;
+/// Readers sleep until the writer leaves (possibly stale: a reader that
+/// found the writer gone after setting it leaves it set).
+const READERS_PARKED: u64 = 1 << 2;
+/// Set by the owner (see [`ProgressLock::set_notice`]).
+const NOTICE: u64 = 1 << 3;
+/// Endpoints that failed to enable, still open, counted in bits 8..32. The
+/// count saturates: once at its maximum it stays there, refusing progress
+/// for good rather than ever under-counting.
+const BROKEN_ONE: u64 = 1 << 8;
+const BROKEN: u64 = 0xffff_ff00;
+/// What a reader looks at before its call.
+const NOTED: u64 = NOTICE | BROKEN;
+
+/// A queue's or counter's progress lock (see the module docs). Public in a
+/// private module: [`Waitable`](crate::wait::Waitable) names it in a
+/// method only the crate can call.
+#[derive(Default)]
+pub struct ProgressLock {
+    state: AtomicU64,
+    /// Writers, one at a time.
+    writers: Mutex<()>,
+    /// Where a writer sleeps until readers leave, and readers until the
+    /// writer leaves.
+    parked: Mutex<()>,
+    wake: Condvar,
+}
+
+/// What a reader found in the lock word when it entered, beyond the lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Noted(u64);
+
+impl Noted {
+    /// Nothing: the usual case.
+    #[inline(always)]
+    pub(crate) fn is_clear(self) -> bool {
+        self.0 == 0
+    }
+
+    /// An endpoint bound to the queue failed to enable and is still open:
+    /// the provider's progress must not run.
+    #[inline(always)]
+    pub(crate) fn refused(self) -> bool {
+        self.0 & BROKEN != 0
+    }
+
+    /// The owner's notice was set.
+    #[inline(always)]
+    pub(crate) fn notice(self) -> bool {
+        self.0 & NOTICE != 0
+    }
+}
+
+/// The lock held shared.
+#[must_use]
+pub(crate) struct ProgressRead<'a> {
+    lock: &'a ProgressLock,
+    noted: Noted,
+}
+
+impl ProgressRead<'_> {
+    /// What the lock word said when the lock was taken.
+    #[inline(always)]
+    pub(crate) fn noted(&self) -> Noted {
+        self.noted
+    }
+}
+
+/// The lock held exclusively.
+#[must_use]
+pub(crate) struct ProgressWrite<'a> {
+    lock: &'a ProgressLock,
+    _writers: MutexGuard<'a, ()>,
+}
+
+fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
+    // Nothing panics while these mutexes are held; and what they guard is
+    // the unit value.
+    r.unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ProgressLock {
+    /// Takes the lock shared: one atomic increment when no writer is in or
+    /// waiting.
+    #[inline(always)]
+    pub(crate) fn read(&self) -> ProgressRead<'_> {
+        let seen = self.state.fetch_add(READER, Ordering::Acquire);
+        let noted = if seen & (WRITER | NOTED) == 0 {
+            Noted(0)
+        } else {
+            self.read_contended(seen)
+        };
+        ProgressRead { lock: self, noted }
+    }
+
+    /// What a reader would find, read without taking the lock: for the
+    /// serialized threading models, under which no enable or close runs
+    /// beside the caller.
+    #[inline(always)]
+    pub(crate) fn noted(&self) -> Noted {
+        Noted(self.state.load(Ordering::Acquire) & NOTED)
+    }
+
+    /// A reader found a writer (or something noted): waits until no writer
+    /// is in or waiting, holding the lock shared when it returns.
+    #[cold]
+    #[inline(never)]
+    fn read_contended(&self, mut seen: u64) -> Noted {
+        while seen & WRITER != 0 {
+            // Back off, so that the writer waits for no reader that waits
+            // for it.
+            self.leave();
+            let mut parked = relock(self.parked.lock());
+            while self.state.fetch_or(READERS_PARKED, Ordering::Relaxed) & WRITER != 0 {
+                parked = relock(self.wake.wait(parked));
+            }
+            drop(parked);
+            seen = self.state.fetch_add(READER, Ordering::Acquire);
+        }
+        Noted(seen & NOTED)
+    }
+
+    /// A reader leaves; wakes the writer if it was the last one it waited
+    /// for.
+    #[inline(always)]
+    fn leave(&self) {
+        let was = self.state.fetch_sub(READER, Ordering::Release);
+        if was & WRITER_PARKED != 0 {
+            self.last_reader_left(was);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn last_reader_left(&self, was: u64) {
+        if was >> 32 == 1 {
+            let _parked = relock(self.parked.lock());
+            self.wake.notify_all();
+        }
+    }
+
+    /// Takes the lock exclusively: waits for the writer before it, then for
+    /// the readers in the lock (readers that come meanwhile wait).
+    pub(crate) fn write(&self) -> ProgressWrite<'_> {
+        let writers = relock(self.writers.lock());
+        let was = self.state.fetch_or(WRITER, Ordering::Acquire);
+        if was >> 32 != 0 {
+            let mut parked = relock(self.parked.lock());
+            // Set under `parked`: the last reader to leave after this
+            // wakes us, and cannot do so before we sleep.
+            while self.state.fetch_or(WRITER_PARKED, Ordering::Acquire) >> 32 != 0 {
+                parked = relock(self.wake.wait(parked));
+            }
+        }
+        ProgressWrite {
+            lock: self,
+            _writers: writers,
+        }
+    }
+
+    /// Sets or clears the owner's notice, which every reader sees from its
+    /// next entry on. The owner serializes its calls.
+    pub(crate) fn set_notice(&self, on: bool) {
+        if on {
+            self.state.fetch_or(NOTICE, Ordering::Release);
+        } else {
+            self.state.fetch_and(!NOTICE, Ordering::Release);
+        }
+    }
+
+    /// Counts an endpoint bound to the queue that failed to enable
+    /// (`broken`), or one such that was closed; progress is refused while
+    /// any is counted ([`Noted::refused`]).
+    pub(crate) fn set_broken(&self, broken: bool) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                let count = s & BROKEN;
+                match (broken, count) {
+                    // Saturated: stays refused.
+                    (_, BROKEN) => None,
+                    (true, _) => Some(s + BROKEN_ONE),
+                    (false, 0) => None,
+                    (false, _) => Some(s - BROKEN_ONE),
+                }
+            });
+    }
+
+    /// Whether progress is refused now ([`Noted::refused`]).
+    pub(crate) fn is_refused(&self) -> bool {
+        self.noted().refused()
+    }
+}
+
+impl Drop for ProgressRead<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.lock.leave();
+    }
+}
+
+impl Drop for ProgressWrite<'_> {
+    fn drop(&mut self) {
+        let was = self.lock.state.fetch_and(
+            !(WRITER | WRITER_PARKED | READERS_PARKED),
+            Ordering::Release,
+        );
+        if was & READERS_PARKED != 0 {
+            let _parked = relock(self.lock.parked.lock());
+            self.lock.wake.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn readers_share_and_a_writer_excludes_them() {
+        let lock = ProgressLock::default();
+        let a = lock.read();
+        let b = lock.read();
+        assert!(a.noted().is_clear() && b.noted().is_clear());
+        assert_eq!(lock.state.load(Ordering::Relaxed) >> 32, 2);
+        drop((a, b));
+        let w = lock.write();
+        assert_eq!(lock.state.load(Ordering::Relaxed) & WRITER, WRITER);
+        drop(w);
+        assert_eq!(lock.state.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn notice_and_broken_are_seen_by_readers_and_broken_saturates() {
+        let lock = ProgressLock::default();
+        lock.set_notice(true);
+        let r = lock.read();
+        assert!(r.noted().notice() && !r.noted().refused());
+        drop(r);
+        lock.set_notice(false);
+        lock.set_broken(true);
+        lock.set_broken(true);
+        lock.set_broken(false);
+        assert!(lock.read().noted().refused());
+        lock.set_broken(false);
+        lock.set_broken(false);
+        assert!(lock.read().noted().is_clear());
+        assert!(lock.noted().is_clear());
+        // Saturated: never comes back down, never carries into the readers.
+        lock.state.fetch_or(BROKEN, Ordering::Relaxed);
+        lock.set_broken(true);
+        lock.set_broken(false);
+        assert!(lock.is_refused());
+        assert_eq!(lock.state.load(Ordering::Relaxed) >> 32, 0);
+    }
+
+    #[test]
+    fn a_writer_waits_for_a_reader_and_readers_wait_for_the_writer() {
+        let lock = Arc::new(ProgressLock::default());
+        let held = lock.read();
+        let writer = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                let _w = lock.write();
+                std::thread::sleep(Duration::from_millis(50));
+                Instant::now()
+            })
+        };
+        // The writer is in (waiting for `held`) once WRITER is set.
+        while lock.state.load(Ordering::Acquire) & WRITER == 0 {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !writer.is_finished(),
+            "the writer did not wait for the reader"
+        );
+        drop(held);
+        let late = lock.read();
+        let entered = Instant::now();
+        let left = writer.join().unwrap();
+        assert!(
+            entered >= left,
+            "a reader entered while the writer held the lock"
+        );
+        drop(late);
+        assert_eq!(lock.state.load(Ordering::Relaxed) & !READERS_PARKED, 0);
+    }
+
+    #[test]
+    fn readers_and_writers_on_many_threads_never_overlap() {
+        let lock = Arc::new(ProgressLock::default());
+        let inside = Arc::new(AtomicUsize::new(0));
+        const WRITING: usize = 1 << 20;
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let rounds: Vec<_> = (0..6)
+            .map(|i| {
+                let (lock, inside) = (lock.clone(), inside.clone());
+                std::thread::spawn(move || {
+                    let mut rounds = 0u64;
+                    while Instant::now() < deadline || rounds < 100 {
+                        if i % 3 == 0 {
+                            let _w = lock.write();
+                            let was = inside.fetch_add(WRITING, Ordering::SeqCst);
+                            assert_eq!(was, 0, "a writer entered beside others");
+                            std::hint::spin_loop();
+                            inside.fetch_sub(WRITING, Ordering::SeqCst);
+                        } else {
+                            let _r = lock.read();
+                            let was = inside.fetch_add(1, Ordering::SeqCst);
+                            assert!(was < WRITING, "a reader entered beside a writer");
+                            inside.fetch_sub(1, Ordering::SeqCst);
+                        }
+                        rounds += 1;
+                    }
+                    rounds
+                })
+            })
+            .collect();
+        for t in rounds {
+            assert!(t.join().unwrap() >= 100);
+        }
+        assert_eq!(lock.state.load(Ordering::Relaxed) & !READERS_PARKED, 0);
+    }
+}
