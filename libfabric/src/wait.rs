@@ -149,6 +149,7 @@ impl WaitObj {
 }
 
 /// Converts a timeout to the milliseconds libfabric takes (-1: forever).
+#[inline]
 pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
         None => -1,
@@ -849,19 +850,19 @@ impl<'q> Waiter<'q> {
             tv_nsec: t.subsec_nanos() as _,
         });
         loop {
-            let (fabric, fids) = (self.fabric.fid.as_ptr(), &mut self.fids);
-            let poison = &self.poison;
-            let pending = with_progress_guards(&mut self.locks, || {
-                refuse_poisoned("fi_trywait", poison.iter().map(|p| Some(*p)))?;
-                trywait_raw(fabric, fids)
-            })?;
+            // Event queues only: no lock to hold, no poison to look at.
+            let pending = if self.locks.is_empty() && self.poison.is_empty() {
+                trywait_raw(self.fabric.fid.as_ptr(), &mut self.fids)?
+            } else {
+                self.trywait_guarded()?
+            };
             if pending == TryWait::EventsPending {
                 return Ok(Wake::Ready);
             }
             // About to block: look at the event queues once more where the
             // libfabric loaded needs it (see eq_has_entries: a wake-up tcp
             // erased in fi_trywait).
-            if self.eqs.iter().any(|&eq| eq_has_entries(eq)) {
+            if !self.eqs.is_empty() && self.eqs.iter().any(|&eq| eq_has_entries(eq)) {
                 return Ok(Wake::Ready);
             }
             let left_ptr = left
@@ -895,6 +896,18 @@ impl<'q> Waiter<'q> {
                 return Ok(Wake::TimedOut);
             }
         }
+    }
+
+    /// `fi_trywait` under the queues' progress locks, refused once a
+    /// queue's wait object became unsafe.
+    #[inline(never)]
+    fn trywait_guarded(&mut self) -> Result<TryWait> {
+        let (fabric, fids) = (self.fabric.fid.as_ptr(), &mut self.fids);
+        let poison = &self.poison;
+        with_progress_guards(&mut self.locks, || {
+            refuse_poisoned("fi_trywait", poison.iter().map(|p| Some(*p)))?;
+            trywait_raw(fabric, fids)
+        })
     }
 }
 

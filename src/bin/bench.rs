@@ -578,20 +578,19 @@ fn valgrind_available() -> bool {
 /// Instructions per call (or per wake-up, on the reading side) of each
 /// point of the matrix, C and Rust, counted by callgrind inside the side's
 /// function only (user space; the writer thread of a wake-up case is not
-/// counted). A function shared by two cases is counted once.
+/// counted). A function shared by two cases is counted once. A wake-up
+/// case's function also opens its queues and starts and joins its writer
+/// thread: it is counted at two numbers of wake-ups, and the difference
+/// divided by the difference of the numbers, so that only the wake-ups
+/// count.
 fn instructions(s: &Settings) -> Result<Vec<Counted>, String> {
     let per_call_iters: u64 = if s.quick { 2_000 } else { 20_000 };
-    let wake_iters: u64 = if s.quick { 50 } else { 200 };
+    let wake_iters: u64 = if s.quick { 50 } else { 100 };
     let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
-    let dir = std::env::temp_dir();
     let mut counted = Vec::new();
     let mut done: HashMap<(String, String, usize), f64> = HashMap::new();
     for point in matrix(s) {
         let case = point.case;
-        let iters = match case.kind {
-            Kind::PerCall => per_call_iters,
-            Kind::WakeUp => wake_iters,
-        };
         let batch = point.batch_arg();
         let mut per_call = [0.0; 2];
         for (slot, (side, function)) in [("c", case.c_id), ("rust", case.id)]
@@ -607,49 +606,17 @@ fn instructions(s: &Settings) -> Result<Vec<Counted>, String> {
                 per_call[slot] = n;
                 continue;
             }
-            let out = dir.join(format!(
-                "bench-callgrind-{}-{}-{side}.out",
-                std::process::id(),
-                function
-            ));
-            let run = Command::new("valgrind")
-                .arg("--tool=callgrind")
-                .arg(format!("--callgrind-out-file={}", out.display()))
-                .arg(format!("--toggle-collect=*micro::{side}_{function}*"))
-                .arg(&exe)
-                .args([
-                    "case",
-                    side,
-                    function,
-                    &iters.to_string(),
-                    point.provider,
-                    &batch.to_string(),
-                ])
-                .output()
-                .map_err(|e| format!("valgrind (apt-get install valgrind): {e}"))?;
-            let text = std::fs::read_to_string(&out).unwrap_or_default();
-            let _ = std::fs::remove_file(&out);
-            if !run.status.success() {
-                return Err(format!(
-                    "valgrind on {}: {}",
-                    point.key(),
-                    String::from_utf8_lossy(&run.stderr)
-                ));
-            }
-            let total: f64 = text
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix("totals:")
-                        .or_else(|| l.strip_prefix("summary:"))
-                })
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .ok_or_else(|| {
-                    format!(
-                        "no instruction total in callgrind's output for {}",
-                        point.key()
-                    )
-                })?;
-            per_call[slot] = total / iters as f64;
+            let run = |iters: u64| {
+                callgrind_total(&exe, side, function, iters, point.provider, batch)
+                    .map_err(|e| format!("{}: {e}", point.key()))
+            };
+            per_call[slot] = match case.kind {
+                Kind::PerCall => run(per_call_iters)? / per_call_iters as f64,
+                Kind::WakeUp => {
+                    let (few, many) = (wake_iters, 3 * wake_iters);
+                    (run(many)? - run(few)?) / (many - few) as f64
+                }
+            };
             done.insert(key, per_call[slot]);
         }
         eprintln!(
@@ -668,4 +635,50 @@ fn instructions(s: &Settings) -> Result<Vec<Counted>, String> {
         });
     }
     Ok(counted)
+}
+
+/// The instructions callgrind counts in `side`'s `function` over one run
+/// of `iters` calls (or wake-ups).
+fn callgrind_total(
+    exe: &std::path::Path,
+    side: &str,
+    function: &str,
+    iters: u64,
+    provider: &str,
+    batch: usize,
+) -> Result<f64, String> {
+    let out = std::env::temp_dir().join(format!(
+        "bench-callgrind-{}-{function}-{side}-{iters}.out",
+        std::process::id(),
+    ));
+    let run = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(format!("--toggle-collect=*micro::{side}_{function}*"))
+        .arg(exe)
+        .args([
+            "case",
+            side,
+            function,
+            &iters.to_string(),
+            provider,
+            &batch.to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("valgrind (apt-get install valgrind): {e}"))?;
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    if !run.status.success() {
+        return Err(format!(
+            "valgrind: {}",
+            String::from_utf8_lossy(&run.stderr)
+        ));
+    }
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| "no instruction total in callgrind's output".to_string())
 }

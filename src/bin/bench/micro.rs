@@ -799,8 +799,11 @@ fn spawn_writer_to(
     })
 }
 
-/// Records the latency of the event just read and acknowledges it.
-fn take_sample(read: libfabric::Result<EqRead<'_>>, ack: &EventQueue) -> Result<u64, String> {
+/// Records the latency of the event just read and acknowledges it. Inlined,
+/// and reading the event where it is, as the C side's static
+/// `bl_take_sample` does.
+#[inline(always)]
+fn take_sample(read: &libfabric::Result<EqRead<'_>>, ack: &EventQueue) -> Result<u64, String> {
     let now = mono_ns();
     match read {
         Ok(EqRead::Event(Event::Notify(e))) if e.data != WRITER_FAILED => {
@@ -828,7 +831,7 @@ fn rust_wake_sread(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, St
     let mut buf = EventBuf::new();
     let writer = spawn_writer(&p, iters);
     let reader = samples.iter_mut().try_for_each(|s| {
-        *s = take_sample(p.eq.sread(&mut buf, Some(TIMEOUT)), &p.ack)?;
+        *s = take_sample(&p.eq.sread(&mut buf, Some(TIMEOUT)), &p.ack)?;
         Ok(())
     });
     join(writer, reader)?;
@@ -842,16 +845,16 @@ fn rust_wake_waiter(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, S
     let mut waiter = Waiter::new(&[&p.eq]).map_err(|e| e.to_string())?;
     let writer = spawn_writer(&p, iters);
     let reader = samples.iter_mut().try_for_each(|s| loop {
-        match p.eq.read(&mut buf) {
-            Ok(EqRead::Empty) => match waiter.wait(Some(TIMEOUT)) {
+        // Matched where it is (as the C side reads its buffer), not moved.
+        let read = p.eq.read(&mut buf);
+        if matches!(read, Ok(EqRead::Empty)) {
+            match waiter.wait(Some(TIMEOUT)) {
                 Ok(Wake::Ready) => continue,
                 other => return Err(format!("reader: Waiter::wait gave {other:?}")),
-            },
-            read => {
-                *s = take_sample(read, &p.ack)?;
-                return Ok(());
             }
         }
+        *s = take_sample(&read, &p.ack)?;
+        return Ok(());
     });
     join(writer, reader)?;
     Ok(as_f64(samples))
@@ -870,7 +873,7 @@ fn rust_wake_tokio(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, St
         let aeq = AsyncEventQueue::new(p.eq.clone()).map_err(|e| e.to_string())?;
         let mut buf = EventBuf::new();
         for s in samples.iter_mut() {
-            *s = take_sample(aeq.read(&mut buf).await, &p.ack)?;
+            *s = take_sample(&aeq.read(&mut buf).await, &p.ack)?;
         }
         Ok(())
     });
