@@ -246,6 +246,9 @@ impl Drop for ProgressWrite<'_> {
 }
 
 #[cfg(test)]
+mod model;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
