@@ -131,8 +131,13 @@ say "running under valgrind (suppressions: $SUPP, logs: $LOG_DIR)"
 while IFS=$'\t' read -r name exe; do
     [ -n "$name" ] || continue
     [ "$name" = compile_fail ] && continue
-    # The library's own unit tests are named after the crate.
-    [ "$name" = libfabric ] && name=unit
+    # The library's own unit tests are named after the crate. The model of
+    # the progress lock's protocol calls no C and would take many minutes
+    # under valgrind: it runs natively in the host tests.
+    if [ "$name" = libfabric ]; then
+        run_one "libfabric-unit" "$exe" --test-threads=1 --skip progress::model
+        continue
+    fi
     run_one "libfabric-$name" "$exe" --test-threads=1
 done <<<"$LIB_BINS"
 
