@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use libfabric::av::AvType;
-use libfabric::cq::{CqAttr, CqRead, Tagged, TaggedEntry};
+use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
 use libfabric::ep::CqBind;
 use libfabric::info::EpType;
 use libfabric::tokio::AsyncCompletionQueue;
@@ -40,7 +40,7 @@ impl Held {
     }
 }
 
-fn take_in(read: CqRead<'_, TaggedEntry>, pool: &BufferPool, held: &Held) -> bool {
+fn take_in(read: CqRead<'_, MsgEntry>, pool: &BufferPool, held: &Held) -> bool {
     match read {
         CqRead::Error(mut err) => {
             if let Some(b) = pool.reclaim_err(&mut err) {
@@ -64,7 +64,7 @@ fn open_bound(
     fabric: &Fabric,
     domain: &Domain,
     info: &Info,
-    cq: &CompletionQueue<Tagged>,
+    cq: &CompletionQueue<Msg>,
     cntr: Option<&Counter>,
 ) -> Endpoint {
     let ep = Endpoint::open(domain, info).unwrap();
@@ -104,17 +104,15 @@ fn wait_goes_on(what: &str, r: Result<(), Error>) -> bool {
 #[test]
 fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
     let (fabric, domain, info) = fabric_domain();
-    let cq = match CompletionQueue::<Tagged>::open(
-        &domain,
-        &CqAttr::new().size(256).wait(WaitObj::Fd),
-    ) {
+    let cq = match CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(256).wait(WaitObj::Fd))
+    {
         Ok(cq) => cq,
         Err(e) => {
             println!(
                 "provider {}: no FI_WAIT_FD queue ({e}): one without",
                 provider()
             );
-            CompletionQueue::<Tagged>::open(&domain, &CqAttr::new().size(256)).unwrap()
+            CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(256)).unwrap()
         }
     };
     // An async read, where the queue has a pollable fd.
@@ -129,7 +127,7 @@ fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
         }
         Err(_) => (None, Some(cq)),
     };
-    let cq: &CompletionQueue<Tagged> = match (&acq, &cq) {
+    let cq: &CompletionQueue<Msg> = match (&acq, &cq) {
         (Some((_, a)), _) => a.get_ref(),
         (_, Some(c)) => c,
         _ => unreachable!(),
@@ -155,7 +153,7 @@ fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
-                let mut entries: [TaggedEntry; 4] = Default::default();
+                let mut entries: [MsgEntry; 4] = Default::default();
                 while !stop.load(Ordering::Relaxed) {
                     let at = Instant::now();
                     let r = cq
@@ -172,7 +170,7 @@ fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
         }
         if cq.wait_obj() != WaitObj::None {
             s.spawn(|| {
-                let mut entries: [TaggedEntry; 4] = Default::default();
+                let mut entries: [MsgEntry; 4] = Default::default();
                 while !stop.load(Ordering::Relaxed) {
                     let r = cq
                         .sread(&mut entries, Some(Duration::from_millis(5)))
@@ -201,7 +199,7 @@ fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
         if let Some((rt, acq)) = &acq {
             s.spawn(|| {
                 rt.block_on(async {
-                    let mut entries: [TaggedEntry; 4] = Default::default();
+                    let mut entries: [MsgEntry; 4] = Default::default();
                     while !stop.load(Ordering::Relaxed) {
                         let r =
                             tokio::time::timeout(Duration::from_millis(5), acq.read(&mut entries))
@@ -273,7 +271,7 @@ fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
         stop.store(true, Ordering::Relaxed);
     });
     // Every slot comes back: the marks of the closes settle at empty reads.
-    let mut entries: [TaggedEntry; 4] = Default::default();
+    let mut entries: [MsgEntry; 4] = Default::default();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut back = Vec::new();
     while back.len() < SLOTS && Instant::now() < deadline {
