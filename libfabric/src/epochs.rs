@@ -19,8 +19,9 @@
 //! taking it waits for the reads and blocking waits under way, at most
 //! 100 ms, once per close whose marks wait),
 //! and the marks of closes seen before that empty read are settled once
-//! the older epoch's batches are all released. A read costs nothing beyond its progress lock when
-//! nothing is waiting, and a batch one increment and one decrement.
+//! the older epoch's batches are all released. A read costs nothing beyond
+//! its progress lock when nothing is waiting, and a batch one increment
+//! and one decrement.
 //!
 //! A batch whose guard is leaked (`std::mem::forget`) is never released:
 //! the marks of that queue then stay, and their slots rest until their

@@ -1169,7 +1169,7 @@ fn decode_other<'b>(
             // it (fi_eq(3)) and answer the request; a peek leaves both with
             // the queue (so no Info is made of it). Providers always give
             // one: a NULL one was written by the application.
-            if !peek && !info.is_null() {
+            if !peek {
                 return owned_request(eq, fid, info, data);
             }
             return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
@@ -1211,9 +1211,10 @@ fn decode_error<'b>(eq: &EqInner, err: &'b mut ErrDataBuf) -> Result<EqRead<'b>>
     })
 }
 
-/// A connection request read with its `fi_info` (not NULL), now the
-/// application's: the request to answer, from the passive endpoint of
-/// this queue it names.
+/// A connection request read with its `fi_info`, now the application's:
+/// the request to answer, from the passive endpoint of this queue it
+/// names (without an `fi_info`, one written by the application, it is
+/// unowned).
 #[inline(never)]
 fn owned_request<'b>(
     eq: &Arc<EqInner>,

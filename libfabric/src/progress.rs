@@ -45,6 +45,12 @@ const BROKEN: u64 = 0xffff_ff00;
 /// What a reader looks at before its call.
 const NOTED: u64 = NOTICE | BROKEN;
 
+/// The readers counted in a lock word.
+#[inline(always)]
+const fn readers(word: u64) -> u64 {
+    word >> 32
+}
+
 /// A queue's or counter's progress lock (see the module docs). Public in a
 /// private module: [`Waitable`](crate::wait::Waitable) names it in a
 /// method only the crate can call.
@@ -166,7 +172,7 @@ impl ProgressLock {
     #[cold]
     #[inline(never)]
     fn last_reader_left(&self, was: u64) {
-        if was >> 32 == 1 {
+        if readers(was) == 1 {
             let _parked = relock(self.parked.lock());
             self.wake.notify_all();
         }
@@ -177,11 +183,11 @@ impl ProgressLock {
     pub(crate) fn write(&self) -> ProgressWrite<'_> {
         let writers = relock(self.writers.lock());
         let was = self.state.fetch_or(WRITER, Ordering::Acquire);
-        if was >> 32 != 0 {
+        if readers(was) != 0 {
             let mut parked = relock(self.parked.lock());
             // Set under `parked`: the last reader to leave after this
             // wakes us, and cannot do so before we sleep.
-            while self.state.fetch_or(WRITER_PARKED, Ordering::Acquire) >> 32 != 0 {
+            while readers(self.state.fetch_or(WRITER_PARKED, Ordering::Acquire)) != 0 {
                 parked = relock(self.wake.wait(parked));
             }
         }
@@ -261,7 +267,7 @@ mod tests {
         let a = lock.read();
         let b = lock.read();
         assert!(a.noted().is_clear() && b.noted().is_clear());
-        assert_eq!(lock.state.load(Ordering::Relaxed) >> 32, 2);
+        assert_eq!(readers(lock.state.load(Ordering::Relaxed)), 2);
         drop((a, b));
         let w = lock.write();
         assert_eq!(lock.state.load(Ordering::Relaxed) & WRITER, WRITER);
@@ -290,7 +296,7 @@ mod tests {
         lock.set_broken(true);
         lock.set_broken(false);
         assert!(lock.is_refused());
-        assert_eq!(lock.state.load(Ordering::Relaxed) >> 32, 0);
+        assert_eq!(readers(lock.state.load(Ordering::Relaxed)), 0);
     }
 
     #[test]

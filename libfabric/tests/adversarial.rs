@@ -1151,14 +1151,7 @@ fn receiving_endpoint(
     info: &Info,
     cq: &CompletionQueue<Tagged>,
 ) -> Endpoint {
-    let ep = Endpoint::open(domain, info).unwrap();
-    if info.ep_type() == EpType::Msg {
-        ep.bind_eq(&fd_eq(fabric)).unwrap();
-    } else {
-        ep.bind_av(&AddressVector::open(domain, AvType::Table, 4).unwrap())
-            .unwrap();
-    }
-    ep.bind_cq(cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    let ep = endpoint_on(fabric, domain, info, cq);
     ep.enable().unwrap();
     ep
 }

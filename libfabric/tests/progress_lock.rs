@@ -8,15 +8,12 @@
 mod common;
 
 use common::*;
-use libfabric::av::AvType;
 use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
-use libfabric::ep::CqBind;
-use libfabric::info::EpType;
 use libfabric::tokio::AsyncCompletionQueue;
 use libfabric::wait::{WaitObj, Waitable, Waiter};
 use libfabric::{
-    AddressVector, Buffer, BufferPool, CntrAttr, CntrBind, CompletionQueue, Counter, Domain,
-    Endpoint, Error, Fabric, Info,
+    Buffer, BufferPool, CntrAttr, CntrBind, CompletionQueue, Counter, Domain, Endpoint, Error,
+    Fabric, Info,
 };
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -67,14 +64,7 @@ fn open_bound(
     cq: &CompletionQueue<Msg>,
     cntr: Option<&Counter>,
 ) -> Endpoint {
-    let ep = Endpoint::open(domain, info).unwrap();
-    if info.ep_type() == EpType::Msg {
-        ep.bind_eq(&fd_eq(fabric)).unwrap();
-    } else {
-        ep.bind_av(&AddressVector::open(domain, AvType::Table, 4).unwrap())
-            .unwrap();
-    }
-    ep.bind_cq(cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    let ep = endpoint_on(fabric, domain, info, cq);
     if let Some(c) = cntr {
         ep.bind_cntr(c, CntrBind::SEND | CntrBind::RECV).unwrap();
     }

@@ -9,13 +9,8 @@
 mod common;
 
 use common::*;
-use libfabric::av::AvType;
 use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
-use libfabric::ep::CqBind;
-use libfabric::info::EpType;
-use libfabric::{
-    AddressVector, CntrAttr, CntrBind, CompletionQueue, Counter, Endpoint, Error, Result,
-};
+use libfabric::{CntrAttr, CntrBind, CompletionQueue, Counter, Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -109,16 +104,7 @@ fn reads_on_other_threads_are_refused_from_a_failed_enable_until_the_close() {
         };
         for round in 0..ROUNDS {
             phase.store(round * 4 + ENABLING, Ordering::SeqCst);
-            let ep = Endpoint::open(&domain, &info).unwrap();
-            let _av = if info.ep_type() == EpType::Msg {
-                ep.bind_eq(&fd_eq(&fabric)).unwrap();
-                None
-            } else {
-                let av = AddressVector::open(&domain, AvType::Table, 4).unwrap();
-                ep.bind_av(&av).unwrap();
-                Some(av)
-            };
-            ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+            let ep = endpoint_on(&fabric, &domain, &info, &cq);
             if let Some(c) = &cntr {
                 ep.bind_cntr(c, CntrBind::SEND | CntrBind::RECV).unwrap();
             }

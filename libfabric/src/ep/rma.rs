@@ -18,8 +18,10 @@ pub(super) const RMA_READY: u32 = ENABLED | TX_CQ | CONNECTED;
 /// worked out then.
 #[derive(Clone, Copy)]
 pub(crate) struct RmaFacts {
-    /// The initiator roles (`FI_READ`, `FI_WRITE`) the endpoint may post:
-    /// none without `FI_RMA`, or on a domain whose target would not check
+    /// The initiator roles (`FI_READ`, `FI_WRITE`) the endpoint's
+    /// capabilities grant: none without `FI_RMA`.
+    capable: Caps,
+    /// Those it may post: none on a domain whose target would not check
     /// ([`crate::quirks::rma_unchecked_at_target`]).
     roles: Caps,
     /// `ep_attr->max_msg_size`.
@@ -34,15 +36,17 @@ impl RmaFacts {
         let initiator = Caps::READ | Caps::WRITE;
         // fi_getinfo(3): FI_RMA with none of READ/WRITE/REMOTE_READ/
         // REMOTE_WRITE means all four; with some, only those.
-        let roles = if !caps.contains(Caps::RMA) || crate::quirks::rma_unchecked_at_target(domain) {
+        let capable = if !caps.contains(Caps::RMA) {
             Caps::empty()
         } else if caps.intersects(initiator | Caps::REMOTE_READ | Caps::REMOTE_WRITE) {
             caps & initiator
         } else {
             initiator
         };
+        let unchecked = crate::quirks::rma_unchecked_at_target(domain);
         RmaFacts {
-            roles,
+            capable,
+            roles: if unchecked { Caps::empty() } else { capable },
             max_len: info.max_msg_size(),
             mr_mode: domain.mr_mode(),
         }
@@ -99,9 +103,7 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
     #[cold]
     #[inline(never)]
     fn rma_refused(&self, call: &'static str, initiator: Caps) -> Error {
-        let caps = self.inner.info.caps();
-        let roles = Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
-        if !caps.contains(Caps::RMA) || (caps.intersects(roles) && !caps.contains(initiator)) {
+        if !self.inner.rma.capable.contains(initiator) {
             return Error::MissingCapability {
                 call,
                 needed: Caps::RMA | initiator,

@@ -17,7 +17,9 @@
 //! possible, every thread finished and the word holds no reader, writer or
 //! writer-parked bit, and its flags as the flag thread left them.
 
-use super::{BROKEN, BROKEN_ONE, NOTED, NOTICE, READER, READERS_PARKED, WRITER, WRITER_PARKED};
+use super::{
+    readers, BROKEN, BROKEN_ONE, NOTED, NOTICE, READER, READERS_PARKED, WRITER, WRITER_PARKED,
+};
 use std::collections::HashMap;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -178,7 +180,7 @@ impl Model<'_> {
                 let was = n.word;
                 n.word -= READER;
                 let notify = was & WRITER_PARKED != 0
-                    && was >> 32 == 1
+                    && readers(was) == 1
                     && self.fault != Some(Fault::BackOffWithoutWake);
                 go(&mut n, if notify { R_BACK_NOTIFY } else { R_PARK_LOCK });
             }
@@ -255,7 +257,7 @@ impl Model<'_> {
             (Kind::Reader, R_LEAVE) => {
                 let was = n.word;
                 n.word -= READER;
-                if was & WRITER_PARKED != 0 && was >> 32 == 1 {
+                if was & WRITER_PARKED != 0 && readers(was) == 1 {
                     go(&mut n, R_LEAVE_NOTIFY);
                 } else {
                     let next = self.next_round(&mut n, i);
@@ -272,12 +274,12 @@ impl Model<'_> {
             (Kind::Writer, W_OR) => {
                 let was = n.word;
                 n.word |= WRITER;
-                go(&mut n, if was >> 32 != 0 { W_PARK_LOCK } else { W_CS });
+                go(&mut n, if readers(was) != 0 { W_PARK_LOCK } else { W_CS });
             }
             (Kind::Writer, W_PARK_OR) => {
                 let was = n.word;
                 n.word |= WRITER_PARKED;
-                if was >> 32 != 0 {
+                if readers(was) != 0 {
                     n.parked = 0;
                     n.waiting |= bit;
                     go(&mut n, W_PARK_WAIT);
@@ -353,7 +355,7 @@ impl Model<'_> {
                 **k == Kind::Reader && matches!(t.pc, R_CONT | R_BACK | R_CS | R_LEAVE)
             })
             .count() as u64;
-        assert_eq!(s.word >> 32, counted, "reader count: {s:?}");
+        assert_eq!(readers(s.word), counted, "reader count: {s:?}");
     }
 
     /// Explores every interleaving; returns the number of states.

@@ -3,6 +3,7 @@
 //! (default `127.0.0.1`), so the same tests run on `verbs` over soft-RoCE.
 #![allow(dead_code)]
 
+use libfabric::av::AvType;
 use libfabric::conn::ConnConfig;
 use libfabric::cq::{CqAttr, Format};
 use libfabric::ep::CqBind;
@@ -10,8 +11,8 @@ use libfabric::eq::{EqAttr, EqError, EqRead, ErrDataBuf, Event, EventBuf};
 use libfabric::info::{Caps, EpType};
 use libfabric::wait::WaitObj;
 use libfabric::{
-    getinfo, BufferPool, CompletionQueue, ConnRequest, Connection, Domain, Endpoint, EventQueue,
-    Fabric, Hints, Info, Listener, PassiveEndpoint,
+    getinfo, AddressVector, BufferPool, CompletionQueue, ConnRequest, Connection, Domain, Endpoint,
+    EventQueue, Fabric, Hints, Info, Listener, PassiveEndpoint,
 };
 use std::time::{Duration, Instant};
 
@@ -182,6 +183,26 @@ pub fn fabric_domain() -> (Fabric, Domain, Info) {
     let (fabric, info) = fabric();
     let domain = Domain::open(&fabric, &info).expect("fi_domain");
     (fabric, domain, info)
+}
+
+/// An endpoint of the suite's provider bound to `cq` for transmits and
+/// receives, with an event queue (MSG) or an address vector (RDM) and
+/// nothing else, not enabled yet (counters may still be bound).
+pub fn endpoint_on<F: Format>(
+    fabric: &Fabric,
+    domain: &Domain,
+    info: &Info,
+    cq: &CompletionQueue<F>,
+) -> Endpoint {
+    let ep = Endpoint::open(domain, info).unwrap();
+    if info.ep_type() == EpType::Msg {
+        ep.bind_eq(&fd_eq(fabric)).unwrap();
+    } else {
+        ep.bind_av(&AddressVector::open(domain, AvType::Table, 4).unwrap())
+            .unwrap();
+    }
+    ep.bind_cq(cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+    ep
 }
 
 pub fn fd_eq(fabric: &Fabric) -> EventQueue {
