@@ -537,7 +537,7 @@ impl Drop for EpInner {
             // (bind_guard), so these are the queues and vector it marked.
             let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
             for (cq, _) in distinct_cqs(bound).iter().flatten() {
-                cq.epochs.progress.set_broken(false);
+                cq.lifecycle().set_broken(false);
             }
             for (cntr, _) in bound.distinct_cntrs() {
                 cntr.lifecycle.set_broken(false);
@@ -557,7 +557,7 @@ impl Drop for EpInner {
         let [sends, receives] = crate::buffer::reclaim_closed_endpoint(&self.domain, self.id);
         for (marks, cq) in [(sends, &bound.tx), (receives, &bound.rx)] {
             match (marks, cq) {
-                (Some(marks), Some(cq)) => cq.epochs.await_empty_read(marks),
+                (Some(marks), Some(cq)) => cq.epochs.await_empty_read(marks, cq.lifecycle()),
                 (Some(marks), None) => marks.settle(),
                 (None, _) => {}
             }
@@ -1051,27 +1051,14 @@ impl<T: ThreadModel> Endpoint<T> {
     }
 
     /// Checks that the state bits `need` are all set, and that the
-    /// connection is not shut down.
+    /// connection is not shut down. A serialized endpoint first takes in
+    /// the connection events its event queue recorded, so that a shutdown
+    /// recorded there stops this post (one load when there is none).
     #[inline(always)]
     fn ready(&self, call: &'static str, need: u32) -> Result<()> {
         if !T::LOCKED {
-            // A shutdown the event queue recorded must stop this post: the
-            // record is looked at first (one load) on serialized endpoints.
             self.take_in_events();
         }
-        let state = self.inner.state.load(Ordering::Acquire);
-        if state & (need | DISCONNECTED) != need {
-            return self.ready_after_events(call, need);
-        }
-        Ok(())
-    }
-
-    /// [`ready`](Self::ready) once more after the connection events an
-    /// event queue recorded for a serialized endpoint are taken in.
-    #[cold]
-    #[inline(never)]
-    fn ready_after_events(&self, call: &'static str, need: u32) -> Result<()> {
-        self.take_in_events();
         let state = self.inner.state.load(Ordering::Acquire);
         if state & (need | DISCONNECTED) != need {
             return Err(not_ready(call, state, need));
@@ -1471,7 +1458,7 @@ impl<T: ThreadModel> Endpoint<T> {
             // CqInner::wait_poisoned).
             self.inner.state.fetch_or(ENABLE_FAILED, Ordering::AcqRel);
             for (cq, _) in cqs.iter().flatten() {
-                cq.epochs.progress.set_broken(true);
+                cq.lifecycle().set_broken(true);
             }
             for (cntr, _) in &cntrs {
                 cntr.lifecycle.set_broken(true);

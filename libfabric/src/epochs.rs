@@ -34,9 +34,6 @@ use std::sync::{Arc, Mutex};
 
 /// A queue's epochs of read batches, and the stale marks waiting on them.
 pub(crate) struct Epochs {
-    /// The queue's progress lock, whose notice says that marks wait for
-    /// an empty read (`awaiting` is not 0).
-    pub(crate) progress: ProgressLock,
     epoch: AtomicU64,
     /// Batches not yet released, by epoch parity. Only the newest epoch of
     /// each parity has any: the epoch advances only when the counter it
@@ -64,7 +61,6 @@ struct Waiting {
 impl Default for Epochs {
     fn default() -> Self {
         Epochs {
-            progress: ProgressLock::default(),
             epoch: AtomicU64::new(0),
             live: [AtomicUsize::new(0), AtomicUsize::new(0)],
             awaiting: AtomicU64::new(0),
@@ -88,15 +84,16 @@ impl Epochs {
     }
 
     /// Stores `awaiting` from the marks waiting for an empty read, and the
-    /// progress lock's notice with it; under the `waiting` lock.
-    fn publish(&self, waiting: &Waiting) {
+    /// notice of the queue's progress lock with it (the notice says that
+    /// marks wait: `awaiting` is not 0); under the `waiting` lock.
+    fn publish(&self, waiting: &Waiting, progress: &ProgressLock) {
         let seq = if waiting.closed {
             0
         } else {
             waiting.empty.iter().map(|(seq, _)| *seq).max().unwrap_or(0)
         };
         self.awaiting.store(seq, Ordering::Release);
-        self.progress.set_notice(seq != 0);
+        progress.set_notice(seq != 0);
     }
 
     /// After a read that returned completions, under the progress lock:
@@ -124,13 +121,13 @@ impl Epochs {
     }
 
     /// A read that began after `seen` was returned found the queue empty
-    /// (`seen` is not 0). Called with the progress lock released; takes it
-    /// exclusively, which waits for the reads, waits and polls under way
+    /// (`seen` is not 0). Called with the queue's progress lock released;
+    /// takes it exclusively, which waits for the reads, waits and polls under way
     /// on other threads (a blocking one holds it at most 100 ms at a
     /// time). Only when the epoch can advance: while a batch of the
     /// epoch before is still held, a later empty read does this.
     #[cold]
-    pub(crate) fn read_empty(&self, seen: u64) {
+    pub(crate) fn read_empty(&self, seen: u64, progress: &ProgressLock) {
         let next_free = || {
             let epoch = self.epoch.load(Ordering::Relaxed);
             self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) == 0
@@ -138,7 +135,7 @@ impl Epochs {
         if !next_free() {
             return;
         }
-        let _exclusive = self.progress.write();
+        let _exclusive = progress.write();
         let mut waiting = self.waiting();
         let epoch = self.epoch.load(Ordering::Relaxed);
         // The counter the next epoch uses must be free of older batches.
@@ -153,7 +150,7 @@ impl Epochs {
             .into_iter()
             .partition(|(seq, _)| *seq <= seen);
         waiting.empty = later;
-        self.publish(&waiting);
+        self.publish(&waiting, progress);
         waiting
             .drain
             .extend(ready.into_iter().map(|(_, marks)| (epoch, marks)));
@@ -161,8 +158,8 @@ impl Epochs {
     }
 
     /// Marks to settle once this queue can no longer hand out a completion
-    /// they name (see the module docs).
-    pub(crate) fn await_empty_read(&self, marks: Arc<StaleMarks>) {
+    /// they name (see the module docs); `progress` is the queue's lock.
+    pub(crate) fn await_empty_read(&self, marks: Arc<StaleMarks>, progress: &ProgressLock) {
         let mut waiting = self.waiting();
         if waiting.closed {
             drop(waiting);
@@ -172,15 +169,15 @@ impl Epochs {
         waiting.next_seq += 1;
         let seq = waiting.next_seq;
         waiting.empty.push((seq, marks));
-        self.publish(&waiting);
+        self.publish(&waiting, progress);
     }
 
     /// The queue was closed after handing back what it held: nothing more
-    /// can be read from it.
-    pub(crate) fn queue_closed(&self) {
+    /// can be read from it; `progress` is its lock.
+    pub(crate) fn queue_closed(&self, progress: &ProgressLock) {
         let mut waiting = self.waiting();
         waiting.closed = true;
-        self.publish(&waiting);
+        self.publish(&waiting, progress);
         self.draining.store(true, Ordering::Release);
         self.settle_locked(&mut waiting);
     }

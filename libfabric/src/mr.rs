@@ -1269,14 +1269,15 @@ impl RemoteRegion {
     /// 64 bits.
     #[inline]
     pub fn address_of(&self, offset: u64, len: usize) -> Result<u64> {
-        let len = len as u64;
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len => {}
+        let end = match offset.checked_add(len as u64) {
+            Some(end) if end <= self.len => end,
             end => return Err(self.past_the_end(end)),
-        }
-        match self.addr.checked_add(offset) {
-            Some(addr) if addr.checked_add(len).is_some() => Ok(addr),
-            _ => Err(address_overflow()),
+        };
+        // addr + offset + len is addr + end: when that fits, so does
+        // addr + offset.
+        match self.addr.checked_add(end) {
+            Some(_) => Ok(self.addr + offset),
+            None => Err(address_overflow()),
         }
     }
 

@@ -3,7 +3,7 @@
 //! wait fd, so an `fi_eq_write` in between is queued but its wake-up erased.
 //!
 //! Two loops read 10,000 events from a writer thread, `LOST_WAKEUP_REPS`
-//! times each (default 5; the version check runs hundreds):
+//! times each (default 5; the runs against libfabric 1.22 and 2.x, 50):
 //! - a bare trywait + poll loop, as fi_poll(3) describes it and as a C
 //!   program writes it: on tcp from 1.19 it stalls in some runs;
 //! - [`Waiter`], which looks at the queue once more before it blocks: it

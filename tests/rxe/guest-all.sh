@@ -261,7 +261,7 @@ valgrind_tests() {
     fi
     log=$(mktemp)
     PROPTEST_CASES=${VALGRIND_PROPTEST_CASES:-8} timeout -k 10 "$RXE_TEST_TIMEOUT" \
-        valgrind --error-exitcode=99 --leak-check=full \
+        valgrind --fair-sched=yes --error-exitcode=99 --leak-check=full \
         --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
         "$bin" "$@" --test-threads=1 --nocapture 2>&1 | tee "$log"
     st=${PIPESTATUS[0]}

@@ -4,6 +4,7 @@
 #   tcp;ofi_rxm, udp;ofi_rxd, shm, sockets   (tcp itself runs in the host tests)
 # Tests a provider cannot do print "SKIP <test>: provider <p>: <why>"; they
 # are counted apart. Prints one line per provider, then "N passed, N failed".
+# Two providers run at a time (MATRIX_JOBS=1: one).
 #
 #   tests/versions/provider-matrix.sh [PROVIDER...]
 #
@@ -29,29 +30,26 @@ if [[ -z $bins ]]; then
     exit 1
 fi
 
-total_p=0 total_f=0 total_s=0
-failed_providers=()
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-for prov in "${providers[@]}"; do
+# One provider's run: its report on stdout, ending with the line
+# "provider P: N passed, N failed, N skipped".
+run_provider() {
+    local prov=$1 log p=0 f=0 s=0 bad=() bin st bp bf bs a b
     if ! fi_info -p "$prov" >/dev/null 2>&1; then
         echo "provider $prov: not offered by this libfabric (fi_info -p $prov)"
-        total_f=$((total_f + 1))
-        failed_providers+=("$prov")
-        continue
+        echo "provider $prov: 0 passed, 1 failed, 0 skipped"
+        return
     fi
-    p=0 f=0 s=0 bad=()
+    log=$(mktemp)
     for bin in $bins; do
         # The progress lock's model calls no provider: it runs once, in the
         # host tests.
         LIBFABRIC_TEST_PROVIDER=$prov timeout -k 10 300 "$bin" --test-threads=1 --nocapture \
             --skip progress::model >"$log" 2>&1 </dev/null
         st=$?
-        bp=0 bf=0 results=0
+        bp=0 bf=0
         while read -r a b; do
             bp=$((bp + a))
             bf=$((bf + b))
-            results=$((results + 1))
         done < <(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$log")
         if ((st != 0 && bf == 0)); then
             bf=1 # crashed or timed out without a result line
@@ -67,11 +65,42 @@ for prov in "${providers[@]}"; do
         fi
         grep -o 'SKIP [A-Za-z0-9_]*: provider .*' "$log" | sort -u | sed 's/^/    /'
     done
+    rm -f "$log"
     echo "provider $prov: $p passed, $f failed, $s skipped${bad:+ (failed: ${bad[*]})}"
+}
+
+# Two providers at a time (MATRIX_JOBS), each in processes of its own (the
+# tests bind ephemeral ports and name shm endpoints after their process):
+# each binary runs its tests one at a time, so this keeps two cores busy.
+# The reports are printed in the providers' order.
+jobs_max=${MATRIX_JOBS:-2}
+reports=$(mktemp -d)
+trap 'rm -rf "$reports"' EXIT
+running=0
+for i in "${!providers[@]}"; do
+    if ((running >= jobs_max)); then
+        wait -n
+        running=$((running - 1))
+    fi
+    run_provider "${providers[$i]}" >"$reports/$i" 2>&1 &
+    running=$((running + 1))
+done
+wait
+
+total_p=0 total_f=0 total_s=0
+failed_providers=()
+for i in "${!providers[@]}"; do
+    cat "$reports/$i"
+    read -r p f s < <(sed -n 's/^provider .*: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped.*/\1 \2 \3/p' \
+        "$reports/$i" | tail -n 1) || true
+    if [[ -z ${p:-} ]]; then
+        echo "provider ${providers[$i]}: no report"
+        p=0 f=1 s=0
+    fi
     total_p=$((total_p + p))
     total_f=$((total_f + f))
     total_s=$((total_s + s))
-    ((f == 0)) || failed_providers+=("$prov")
+    ((f == 0)) || failed_providers+=("${providers[$i]}")
 done
 ((${#failed_providers[@]} == 0)) || say "failed providers: ${failed_providers[*]}"
 echo "skipped (typed, printed above): $total_s"

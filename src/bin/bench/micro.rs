@@ -288,6 +288,13 @@ fn unexpected(what: &str) -> String {
     format!("RMA: unexpected result of {what}")
 }
 
+/// A case's unexpected result, described out of line.
+#[cold]
+#[inline(never)]
+fn gave(what: &str, got: impl std::fmt::Debug) -> String {
+    format!("{what} gave {got:?}")
+}
+
 #[cold]
 #[inline(never)]
 fn post_failed(e: libfabric::Error) -> String {
@@ -545,7 +552,8 @@ fn read_empty<T: ThreadModel>(
     for _ in 0..iters {
         match cq.read(entries) {
             Ok(CqRead::Empty) => {}
-            other => return Err(format!("fi_cq_read of an empty CQ gave {other:?}")),
+            Ok(read) => return Err(gave("fi_cq_read of an empty CQ", read.count())),
+            Err(e) => return Err(gave("fi_cq_read of an empty CQ", e)),
         }
     }
     Ok(elapsed_per_call(start, iters))
