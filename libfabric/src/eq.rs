@@ -1169,13 +1169,11 @@ fn decode_other<'b>(
             // it (fi_eq(3)) and answer the request; a peek leaves both with
             // the queue (so no Info is made of it). Providers always give
             // one: a NULL one was written by the application.
-            if !peek {
-                return owned_request(eq, fid, info, data);
+            let owned = if peek { None } else { Info::from_raw(info) };
+            match owned {
+                Some(info) => return Ok(owned_request(eq, fid, info, data)),
+                None => Event::UnownedConnReq(UnownedConnReq { fid, data }),
             }
-            return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
-                fid,
-                data,
-            })));
         }
         sys::FI_CONNECTED => {
             let (fid, info, data) = cm()?;
@@ -1213,32 +1211,17 @@ fn decode_error<'b>(eq: &EqInner, err: &'b mut ErrDataBuf) -> Result<EqRead<'b>>
 
 /// A connection request read with its `fi_info`, now the application's:
 /// the request to answer, from the passive endpoint of this queue it
-/// names (without an `fi_info`, one written by the application, it is
-/// unowned).
+/// names. (One without an `fi_info`, written by the application, or
+/// peeked, is unowned: `decode_other`.)
 #[inline(never)]
-fn owned_request<'b>(
-    eq: &Arc<EqInner>,
-    fid: Fid,
-    info: *mut sys::fi_info,
-    data: &'b [u8],
-) -> Result<EqRead<'b>> {
-    let Some(info) = Info::from_raw(info) else {
-        return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
-            fid,
-            data,
-        })));
-    };
+fn owned_request<'b>(eq: &Arc<EqInner>, fid: Fid, info: Info, data: &'b [u8]) -> EqRead<'b> {
     let source = eq.find_passive(fid).map(|pep| RequestSource {
         pep,
         _eq: eq.clone(),
     });
     complete_names(&info, &eq.fabric);
     let request = ConnRequest::new(info, source);
-    Ok(EqRead::Event(Event::ConnReq(ConnReq {
-        fid,
-        request,
-        data,
-    })))
+    EqRead::Event(Event::ConnReq(ConnReq { fid, request, data }))
 }
 
 /// Names the fabric a connection request arrived on in its `fi_info`: the

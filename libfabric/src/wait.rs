@@ -568,7 +568,7 @@ pub(crate) fn refuse_poisoned<'a>(
 fn wait_poisoned(call: &'static str) -> Error {
     Error::State {
         call,
-        reason: "an endpoint bound to this completion queue or counter closed, and its provider (rxm, rxd, shm) leaves a callback into it in the wait object (a wait would read freed memory): read without waiting, or open a new one",
+        reason: "an endpoint bound to this completion queue or counter closed or failed to enable, and its provider (rxm, rxd, shm) leaves a callback into it in the wait object (a wait would read freed memory): read without waiting, or open a new one",
     }
 }
 

@@ -12,7 +12,7 @@ failed=0
 failed_parts=()
 
 part() {
-    local name=$1 log line p f
+    local name=$1 log line p f start=$SECONDS
     shift
     echo "=== $name"
     log=$(mktemp)
@@ -29,7 +29,7 @@ part() {
     passed=$((passed + p))
     failed=$((failed + f))
     ((f == 0)) || failed_parts+=("$name")
-    echo "=== $name: $p passed, $f failed"
+    echo "=== $name: $p passed, $f failed ($((SECONDS - start)) s)"
 }
 
 verbs=()

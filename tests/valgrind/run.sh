@@ -106,12 +106,9 @@ run_one() {
     errors=$(sed -n 's/^==[0-9]*== ERROR SUMMARY: \([0-9]*\) errors.*/\1/p' "$vg" | tail -1)
     lost=$(sed -n 's/^==[0-9]*==    \(definitely\|indirectly\) lost: \(.*\)/\1 lost: \2/p' "$vg" | paste -sd';' -)
     if [ "$rc" -eq 0 ]; then
-        PASSED=$((PASSED + 1))
         printf 'PASS %-24s %s; %s valgrind errors; %s s\n' "$name" "${tests:-ran}" "${errors:-0}" "$took"
         return
     fi
-    FAILED=$((FAILED + 1))
-    FAILED_NAMES+=("$name")
     local why
     case $rc in
     99) why="$errors valgrind error(s) (${lost:-no leaks})" ;;
@@ -132,7 +129,14 @@ export PROPTEST_CASES=${PROPTEST_CASES:-16}
 # The lost wake-up runs: one short run each (50 run natively against
 # libfabric 1.22 and 2.x).
 export LOST_WAKEUP_REPS=${LOST_WAKEUP_REPS:-1} LOST_WAKEUP_EVENTS=${LOST_WAKEUP_EVENTS:-500}
-say "running under valgrind (suppressions: $SUPP, logs: $LOG_DIR)"
+# The runs, queued here and run two at a time below (valgrind runs one
+# thread of a process at a time: two processes keep two cores busy).
+JOBS=()
+queue() {
+    local args
+    printf -v args '%q ' "$@"
+    JOBS+=("$args")
+}
 while IFS=$'\t' read -r name exe; do
     [ -n "$name" ] || continue
     [ "$name" = compile_fail ] && continue
@@ -140,10 +144,10 @@ while IFS=$'\t' read -r name exe; do
     # the progress lock's protocol calls no C and would take many minutes
     # under valgrind: it runs natively in the host tests.
     if [ "$name" = libfabric ]; then
-        run_one "libfabric-unit" "$exe" --test-threads=1 --skip progress::model
+        queue "libfabric-unit" "$exe" --test-threads=1 --skip progress::model
         continue
     fi
-    run_one "libfabric-$name" "$exe" --test-threads=1
+    queue "libfabric-$name" "$exe" --test-threads=1
 done <<<"$LIB_BINS"
 
 export LOAD_EQ_EVENTS=${LOAD_EQ_EVENTS:-20000}
@@ -152,15 +156,40 @@ export FAULTS_CONNECTIONS=${FAULTS_CONNECTIONS:-30}
 export FAULTS_KILL_AFTER=${FAULTS_KILL_AFTER:-2000}
 while IFS=$'\t' read -r name exe; do
     [ -n "$name" ] || continue
-    run_one "$name" "$exe" --test-threads=1
+    queue "$name" "$exe" --test-threads=1
 done <<<"$ROOT_BINS"
 
 if [ -n "$PINGPONG" ]; then
     for mode in spin sread fd tokio; do
-        run_one "pingpong-$mode" "$PINGPONG" -I 20 -S 64,4096 -v -c "$mode"
+        queue "pingpong-$mode" "$PINGPONG" -I 20 -S 64,4096 -v -c "$mode"
     done
-    run_one "pingpong-rdm" "$PINGPONG" -e rdm -I 20 -S 64 -v
+    queue "pingpong-rdm" "$PINGPONG" -e rdm -I 20 -S 64 -v
 fi
+
+say "running under valgrind, ${VALGRIND_JOBS:-2} at a time (suppressions: $SUPP, logs: $LOG_DIR)"
+running=0
+for i in "${!JOBS[@]}"; do
+    if ((running >= ${VALGRIND_JOBS:-2})); then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    eval "run_one ${JOBS[$i]}" >"$LOG_DIR/job-$i.report" 2>&1 &
+    running=$((running + 1))
+done
+wait || true
+# The reports in the order the runs were queued.
+for i in "${!JOBS[@]}"; do
+    report="$LOG_DIR/job-$i.report"
+    cat "$report"
+    case $(head -c 5 "$report") in
+    "PASS ") PASSED=$((PASSED + 1)) ;;
+    *)
+        FAILED=$((FAILED + 1))
+        FAILED_NAMES+=("$(eval "set -- ${JOBS[$i]}"; echo "$1")")
+        ;;
+    esac
+    rm -f "$report"
+done
 
 say "valgrind run took $((SECONDS - start_all)) s"
 [ "$FAILED" -eq 0 ] || say "failed: ${FAILED_NAMES[*]}"
