@@ -30,16 +30,16 @@ if [[ -z $bins ]]; then
     exit 1
 fi
 
-# One provider's run: its report on stdout, ending with the line
+# One provider's run, its test binaries' output kept in the file LOG: its
+# report on stdout, ending with the line
 # "provider P: N passed, N failed, N skipped".
 run_provider() {
-    local prov=$1 log p=0 f=0 s=0 bad=() bin st bp bf bs a b
+    local prov=$1 log=$2 p=0 f=0 s=0 bad=() bin st bp bf bs a b
     if ! fi_info -p "$prov" >/dev/null 2>&1; then
         echo "provider $prov: not offered by this libfabric (fi_info -p $prov)"
         echo "provider $prov: 0 passed, 1 failed, 0 skipped"
         return
     fi
-    log=$(mktemp)
     for bin in $bins; do
         # The progress lock's model calls no provider: it runs once, in the
         # host tests.
@@ -65,7 +65,6 @@ run_provider() {
         fi
         grep -o 'SKIP [A-Za-z0-9_]*: provider .*' "$log" | sort -u | sed 's/^/    /'
     done
-    rm -f "$log"
     echo "provider $prov: $p passed, $f failed, $s skipped${bad:+ (failed: ${bad[*]})}"
 }
 
@@ -74,15 +73,19 @@ run_provider() {
 # each binary runs its tests one at a time, so this keeps two cores busy.
 # The reports are printed in the providers' order.
 jobs_max=${MATRIX_JOBS:-2}
+# Everything a run writes is under $reports, removed on any exit: a
+# signal that ends this script also stops the provider runs under way (a
+# test binary in flight ends by its own timeout), as it stops the loop of
+# a single run.
 reports=$(mktemp -d)
-trap 'rm -rf "$reports"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$reports"' EXIT
 running=0
 for i in "${!providers[@]}"; do
     if ((running >= jobs_max)); then
         wait -n
         running=$((running - 1))
     fi
-    run_provider "${providers[$i]}" >"$reports/$i" 2>&1 &
+    run_provider "${providers[$i]}" "$reports/$i.log" >"$reports/$i" 2>&1 &
     running=$((running + 1))
 done
 wait
