@@ -552,7 +552,7 @@ fn read_empty<T: ThreadModel>(
     for _ in 0..iters {
         match cq.read(entries) {
             Ok(CqRead::Empty) => {}
-            Ok(read) => return Err(gave("fi_cq_read of an empty CQ", read.count())),
+            Ok(read) => return Err(gave("fi_cq_read of an empty CQ", read)),
             Err(e) => return Err(gave("fi_cq_read of an empty CQ", e)),
         }
     }
