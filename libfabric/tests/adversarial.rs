@@ -1101,11 +1101,7 @@ fn sends_after_a_refused_connection_are_refused() {
     // sockets refuses at once.
     skip_unless_msg!();
     let (fabric, domain, _) = fabric_domain();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (_refusing, port) = refusing_port();
     let info = first(msg_hints().node("127.0.0.1").service(port.to_string()));
     let eq = fd_eq(&fabric);
     let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();

@@ -21,12 +21,6 @@ fn skip(why: impl std::fmt::Display) {
     println!("SKIP {}: provider {}: {why}", test_name(), provider());
 }
 
-/// A port on the loopback nobody listens on (bound, then closed).
-fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 /// The event queue is fabric-level and `Send + Sync`; reading it runs the
 /// provider's connection manager. On tcp (1.17: `tcpx_eq_read` ->
 /// `tcpx_conn_mgr_run` -> `tcpx_cm_send_req` -> `tcpx_ep_disable` ->
@@ -83,7 +77,8 @@ fn refused_connects_flush_receives<T: ThreadModel>(model: Threading, other_threa
     let rounds = 200;
     let eps_per_round = 4;
     let recvs_per_ep = 16;
-    let port = closed_port();
+    // Kept refusing for the whole test (see common::refusing_port).
+    let (_refusing, port) = common::refusing_port();
     let hints = Hints::new()
         .provider(provider())
         .ep_type(EpType::Msg)

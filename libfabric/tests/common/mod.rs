@@ -24,6 +24,31 @@ pub fn node() -> String {
     std::env::var("LIBFABRIC_TEST_NODE").unwrap_or_else(|_| "127.0.0.1".into())
 }
 
+/// A TCP port of every local IPv4 address on which nothing listens, kept
+/// so while the returned socket is open: the socket is bound to it (without
+/// `SO_REUSEADDR`, so no other socket can take it) and never listens, so a
+/// connection to it is refused. A listener bound and closed at once would
+/// free the port for any process to take, such as the tests of another
+/// provider running at the same time (`tests/versions/provider-matrix.sh`).
+pub fn refusing_port() -> (std::os::fd::OwnedFd, u16) {
+    use nix::sys::socket::{
+        bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrIn,
+    };
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .expect("socket");
+    bind(fd.as_raw_fd(), &SockaddrIn::new(0, 0, 0, 0, 0)).expect("bind to port 0");
+    let port = getsockname::<SockaddrIn>(fd.as_raw_fd())
+        .expect("getsockname")
+        .port();
+    (fd, port)
+}
+
 /// Whether the suite runs over an iWARP device (`LIBFABRIC_TEST_IWARP=1`,
 /// set for soft-iWARP in the guest): iWARP carries no immediate data, so
 /// its domains have `cq_data_size` 0.
