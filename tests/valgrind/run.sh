@@ -167,6 +167,8 @@ if [ -n "$PINGPONG" ]; then
 fi
 
 say "running under valgrind, ${VALGRIND_JOBS:-2} at a time (suppressions: $SUPP, logs: $LOG_DIR)"
+# A signal that ends this script also stops the runs under way.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 running=0
 for i in "${!JOBS[@]}"; do
     if ((running >= ${VALGRIND_JOBS:-2})); then
