@@ -131,10 +131,13 @@ export PROPTEST_CASES=${PROPTEST_CASES:-16}
 export LOST_WAKEUP_REPS=${LOST_WAKEUP_REPS:-1} LOST_WAKEUP_EVENTS=${LOST_WAKEUP_EVENTS:-500}
 # The runs, queued here and run two at a time below (valgrind runs one
 # thread of a process at a time: two processes keep two cores busy).
+# NAMES[i] is the run's name, JOBS[i] run_one's arguments, quoted.
+NAMES=()
 JOBS=()
 queue() {
     local args
     printf -v args '%q ' "$@"
+    NAMES+=("$1")
     JOBS+=("$args")
 }
 while IFS=$'\t' read -r name exe; do
@@ -169,29 +172,23 @@ fi
 say "running under valgrind, ${VALGRIND_JOBS:-2} at a time (suppressions: $SUPP, logs: $LOG_DIR)"
 # A signal that ends this script also stops the runs under way.
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
-running=0
-for i in "${!JOBS[@]}"; do
-    if ((running >= ${VALGRIND_JOBS:-2})); then
-        wait -n || true
-        running=$((running - 1))
-    fi
-    eval "run_one ${JOBS[$i]}" >"$LOG_DIR/job-$i.report" 2>&1 &
-    running=$((running + 1))
-done
-wait || true
+. tests/parallel.sh
+reports="$LOG_DIR/reports"
+rm -rf "$reports"
+mkdir -p "$reports"
+run_index() { eval "run_one ${JOBS[$1]}"; }
+in_parallel "${VALGRIND_JOBS:-2}" "$reports" "${#JOBS[@]}" run_index
 # The reports in the order the runs were queued.
 for i in "${!JOBS[@]}"; do
-    report="$LOG_DIR/job-$i.report"
-    cat "$report"
-    case $(head -c 5 "$report") in
-    "PASS ") PASSED=$((PASSED + 1)) ;;
-    *)
+    cat "$reports/$i"
+    if [ "$(head -c 5 "$reports/$i")" = "PASS " ]; then
+        PASSED=$((PASSED + 1))
+    else
         FAILED=$((FAILED + 1))
-        FAILED_NAMES+=("$(eval "set -- ${JOBS[$i]}"; echo "$1")")
-        ;;
-    esac
-    rm -f "$report"
+        FAILED_NAMES+=("${NAMES[$i]}")
+    fi
 done
+rm -rf "$reports"
 
 say "valgrind run took $((SECONDS - start_all)) s"
 [ "$FAILED" -eq 0 ] || say "failed: ${FAILED_NAMES[*]}"

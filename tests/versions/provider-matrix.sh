@@ -72,23 +72,16 @@ run_provider() {
 # tests bind ephemeral ports and name shm endpoints after their process):
 # each binary runs its tests one at a time, so this keeps two cores busy.
 # The reports are printed in the providers' order.
-jobs_max=${MATRIX_JOBS:-2}
+#
 # Everything a run writes is under $reports, removed on any exit: a
 # signal that ends this script also stops the provider runs under way (a
 # test binary in flight ends by its own timeout), as it stops the loop of
 # a single run.
+. tests/parallel.sh
 reports=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$reports"' EXIT
-running=0
-for i in "${!providers[@]}"; do
-    if ((running >= jobs_max)); then
-        wait -n
-        running=$((running - 1))
-    fi
-    run_provider "${providers[$i]}" "$reports/$i.log" >"$reports/$i" 2>&1 &
-    running=$((running + 1))
-done
-wait
+run_index() { run_provider "${providers[$1]}" "$reports/$1.log"; }
+in_parallel "${MATRIX_JOBS:-2}" "$reports" "${#providers[@]}" run_index
 
 total_p=0 total_f=0 total_s=0
 failed_providers=()
