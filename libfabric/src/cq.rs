@@ -861,6 +861,42 @@ impl CqInner {
     }
 }
 
+/// A read call's result, as `CqInner::counted_read` counted it: a batch
+/// of completions with the epoch it entered, or any other return (which
+/// entered none). Apart, so that no epoch is made up for the empty read a
+/// polling loop sees most.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CountedRead {
+    /// This many completions (at least one), of this epoch.
+    Batch(usize, u64),
+    /// The call's return, zero or a negated errno.
+    Other(isize),
+}
+
+impl CountedRead {
+    /// Whether the call found nothing (`-FI_EAGAIN`).
+    #[inline(always)]
+    pub(crate) fn is_again(self) -> bool {
+        matches!(self, CountedRead::Other(ret) if is_again(ret))
+    }
+
+    /// The call's return code.
+    #[inline(always)]
+    pub(crate) fn ret(self) -> isize {
+        self.parts().0
+    }
+
+    /// The call's return code and the batch's epoch (0 for no batch).
+    #[inline(always)]
+    pub(crate) fn parts(self) -> (isize, u64) {
+        match self {
+            // At most F::MAX_BATCH, which an isize holds.
+            CountedRead::Batch(n, epoch) => (n as isize, epoch),
+            CountedRead::Other(ret) => (ret, 0),
+        }
+    }
+}
+
 impl CqInner {
     /// Runs one read call of the provider's under the progress guard, and
     /// counts the batch it returned (see the `epochs` module); an empty
@@ -877,7 +913,7 @@ impl CqInner {
         &self,
         guarded: bool,
         read: impl FnOnce() -> Result<isize>,
-    ) -> Result<(isize, u64)> {
+    ) -> Result<CountedRead> {
         let (progress, noted) = if guarded {
             let progress = self.progress_guard();
             let noted = progress.noted();
@@ -898,10 +934,14 @@ impl CqInner {
     /// The read's batch counted (see `counted_read`), then the progress
     /// guard released.
     #[inline(always)]
-    fn count(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> (isize, u64) {
-        let epoch = if ret > 0 { self.epochs.enter() } else { 0 };
+    fn count(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
+        if ret > 0 {
+            let epoch = self.epochs.enter();
+            drop(progress);
+            return CountedRead::Batch(ret as usize, epoch);
+        }
         drop(progress);
-        (ret, epoch)
+        CountedRead::Other(ret)
     }
 
     /// Before a read whose progress lock noted something: refuses the
@@ -932,7 +972,7 @@ impl CqInner {
         ret: isize,
         progress: Option<ProgressRead<'_>>,
         awaiting: u64,
-    ) -> (isize, u64) {
+    ) -> CountedRead {
         let counted = self.count(ret, progress);
         if awaiting != 0 && is_again(ret) {
             self.epochs.read_empty(awaiting, &self.progress);
@@ -1110,12 +1150,12 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     #[doc(alias = "fi_cq_read")]
     #[inline]
     pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<CqRead<'b, F::Entry>> {
-        let (ret, epoch) = self.read_raw(buf)?;
-        // The empty queue first: what a polling loop sees most.
-        if is_again(ret) {
-            return Ok(CqRead::Empty);
-        }
-        self.finish(decode(ret, epoch, &self.inner.epochs, buf, "fi_cq_read")?)
+        let read = match self.read_raw(buf)? {
+            // The empty queue first: what a polling loop sees most.
+            CountedRead::Other(ret) if is_again(ret) => return Ok(CqRead::Empty),
+            read => read.parts(),
+        };
+        self.finish(decode(read, &self.inner.epochs, buf, "fi_cq_read")?)
     }
 
     /// The next completion, its buffer taken back from `pool`: blocks in
@@ -1153,13 +1193,12 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         }
     }
 
-    /// One `fi_cq_read` through [`CqInner::counted_read`], undecoded, and
-    /// its batch's epoch.
+    /// One `fi_cq_read` through [`CqInner::counted_read`], undecoded.
     #[inline(always)]
-    pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> Result<(isize, u64)> {
+    pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> Result<CountedRead> {
         let count = buf.len().min(F::MAX_BATCH);
         if count == 0 {
-            return Ok((Errno::AGAIN.to_ret(), 0));
+            return Ok(CountedRead::Other(Errno::AGAIN.to_ret()));
         }
         let read = || {
             // SAFETY: fi_cq_read(3) writes at most count entries of the
@@ -1201,10 +1240,9 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 )
             })
         };
-        let (ret, epoch) = self.inner.counted_read(T::LOCKED, read)?;
+        let read = self.inner.counted_read(T::LOCKED, read)?;
         self.finish(decode(
-            ret,
-            epoch,
+            read.parts(),
             &self.inner.epochs,
             buf,
             "fi_cq_readfrom",
@@ -1322,21 +1360,20 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             ));
         }
         let deadline = Deadline::after(timeout);
-        let ret = loop {
+        let read = loop {
             // Blocks in slices, so that an endpoint of this queue can be
             // enabled or closed meanwhile (each waits for the progress
             // guard that a blocked sread holds).
             let slice = deadline.slice(SREAD_SLICE);
-            let (ret, epoch) =
-                self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice))?;
+            let read = self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice))?;
             // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
             // -FI_EAGAIN (tcp), -FI_ECANCELED (sockets, on signal) or
             // -FI_ETIMEDOUT (rxd, on timeout).
             if !matches!(
-                classify(ret),
+                classify(read.ret()),
                 Err(Errno::AGAIN | Errno::CANCELED | Errno::TIMEDOUT)
             ) {
-                break (ret, epoch);
+                break read;
             }
             // libfabric returns -FI_EAGAIN both for a timeout and for a
             // wake-up by fi_cq_signal (fi_cq(3) allows either). Signals are
@@ -1366,11 +1403,10 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 continue;
             }
         };
-        self.finish(decode(ret.0, ret.1, &self.inner.epochs, buf, call)?)
+        self.finish(decode(read.parts(), &self.inner.epochs, buf, call)?)
     }
 
-    /// One `fi_cq_sread` / `fi_cq_sreadfrom` of `count` entries, and its
-    /// batch's epoch.
+    /// One `fi_cq_sread` / `fi_cq_sreadfrom` of `count` entries, counted.
     fn sread_once(
         &self,
         buf: &mut [F::Entry],
@@ -1378,7 +1414,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         count: usize,
         cond: *const c_void,
         timeout: Option<Duration>,
-    ) -> Result<(isize, u64)> {
+    ) -> Result<CountedRead> {
         let ms = timeout_ms(timeout);
         // Blocking: under the progress guard in every model.
         self.inner.counted_read(true, || {
@@ -1552,8 +1588,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
 
 #[inline]
 pub(crate) fn decode<'b, T: CompletionEntry>(
-    ret: isize,
-    epoch: u64,
+    (ret, epoch): (isize, u64),
     epochs: &'b Epochs,
     buf: &'b mut [T],
     call: &'static str,

@@ -285,9 +285,9 @@ impl<F: Format> AsyncCompletionQueue<F> {
             // As in AsyncEventQueue::read: yield once the budget is spent,
             // before taking anything.
             tokio::task::coop::consume_budget().await;
-            let (ret, epoch) = self.cq.read_raw(buf)?;
-            if classify(ret) != Err(Errno::AGAIN) {
-                let read = cq::decode(ret, epoch, &self.cq.inner.epochs, buf, "fi_cq_read")?;
+            let read = self.cq.read_raw(buf)?;
+            if !read.is_again() {
+                let read = cq::decode(read.parts(), &self.cq.inner.epochs, buf, "fi_cq_read")?;
                 return self.cq.finish(read);
             }
             let progress = Some(self.cq.inner.lifecycle());
