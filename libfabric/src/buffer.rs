@@ -48,7 +48,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 // A slot's state word: its kind, the context of its last post, which
@@ -299,16 +299,26 @@ pub(crate) fn reclaim_closed_endpoint(
             }
         }
     }
-    pools.map(|pools| (!pools.is_empty()).then(|| Arc::new(StaleMarks { pools })))
+    pools.map(|pools| {
+        (!pools.is_empty()).then(|| {
+            Arc::new(StaleMarks {
+                pools,
+                settled: AtomicBool::new(false),
+            })
+        })
+    })
 }
 
 /// The contexts an endpoint close took back in one direction, stale until
 /// the endpoint's queue of that direction is done with them (see
 /// [`reclaim_closed_endpoint`]).
 /// Holds their slot tables, so that no newer pool is given the contexts'
-/// addresses while a completion naming one may be read.
+/// addresses while a completion naming one may be read, or held: marks
+/// dropped unsettled leak their tables for good (see `Drop`).
 pub(crate) struct StaleMarks {
     pools: Vec<PoolMarks>,
+    /// `settle` ran: no completion naming these contexts can surface.
+    settled: AtomicBool,
 }
 
 /// The marks of one pool: the pool (if still open), its table, and the
@@ -324,6 +334,7 @@ impl StaleMarks {
     /// contexts: they are posted with again, and slots resting on them go
     /// back to their pools. Each mark is cleared once, whoever calls.
     pub(crate) fn settle(&self) {
+        self.settled.store(true, Ordering::Release);
         for PoolMarks { pool, table, marks } in &self.pools {
             let pool = pool.upgrade();
             for &(slot, parity) in marks {
@@ -350,6 +361,28 @@ impl StaleMarks {
         }
     }
 }
+
+/// Marks dropped unsettled belong to a queue that closed while a batch it
+/// read was still held: a [`Completions`](crate::cq::Completions) guard
+/// leaked with `std::mem::forget`, whose entries still name these
+/// contexts and hand them back when they are dropped
+/// ([`release_unreclaimed`] finds a pool by the address of its contexts).
+/// Their tables are kept for the life of the process ([`RETAINED`]), so
+/// that no later pool is given those addresses and such an entry finds no
+/// pool: what a leaked guard named stays leaked, and nothing is handed out
+/// twice.
+impl Drop for StaleMarks {
+    fn drop(&mut self) {
+        if !*self.settled.get_mut() {
+            let mut retained = RETAINED.lock().unwrap_or_else(|e| e.into_inner());
+            retained.extend(self.pools.iter().map(|marks| marks.table.clone()));
+        }
+    }
+}
+
+/// The slot tables of marks dropped unsettled (see `StaleMarks`' `Drop`),
+/// never freed.
+static RETAINED: Mutex<Vec<Arc<SlotTable>>> = Mutex::new(Vec::new());
 
 /// The live pools of `domain`. The registry's lock is held only while the
 /// pools are upgraded: a pool of another domain whose last handle another

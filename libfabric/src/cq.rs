@@ -874,12 +874,6 @@ pub(crate) enum CountedRead {
 }
 
 impl CountedRead {
-    /// Whether the call found nothing (`-FI_EAGAIN`).
-    #[inline(always)]
-    pub(crate) fn is_again(self) -> bool {
-        matches!(self, CountedRead::Other(ret) if is_again(ret))
-    }
-
     /// The call's return code.
     #[inline(always)]
     pub(crate) fn ret(self) -> isize {

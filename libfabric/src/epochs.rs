@@ -25,7 +25,10 @@
 //!
 //! A batch whose guard is leaked (`std::mem::forget`) is never released:
 //! the marks of that queue then stay, and their slots rest until their
-//! pool is dropped. Nothing is handed out twice.
+//! pool is dropped. Its entries still name their contexts, and hand them
+//! back when dropped, even after the queue closed: the marks' slot tables
+//! are then kept for the life of the process, so that no later pool is
+//! given those addresses. Nothing is handed out twice.
 
 use crate::buffer::StaleMarks;
 use crate::progress::ProgressLock;

@@ -286,7 +286,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
             // before taking anything.
             tokio::task::coop::consume_budget().await;
             let read = self.cq.read_raw(buf)?;
-            if !read.is_again() {
+            if classify(read.ret()) != Err(Errno::AGAIN) {
                 let read = cq::decode(read.parts(), &self.cq.inner.epochs, buf, "fi_cq_read")?;
                 return self.cq.finish(read);
             }

@@ -1464,6 +1464,201 @@ fn a_completion_held_across_the_close_keeps_its_context_stale() {
     );
 }
 
+/// Slots of the pools of the leaked-batch tests.
+const LEAKED_SLOTS: usize = 5;
+
+/// Reads a completion into `entries` and leaks its guard, so that the
+/// entries keep naming its context; drives `other` meanwhile.
+fn read_and_leak(
+    cq: &CompletionQueue<Msg>,
+    other: &CompletionQueue<Msg>,
+    entries: &mut [MsgEntry],
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = other.read(&mut [MsgEntry::default()]);
+        match cq.read(entries).unwrap() {
+            CqRead::Completions(c) => {
+                assert_eq!(c.len(), 1);
+                std::mem::forget(c);
+                return;
+            }
+            CqRead::Error(e) => panic!("error completion: {e:?}"),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "a completion within 10 s");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// After a batch was leaked and its queue, endpoint and pool are gone, a
+/// new pool with one receive posted: `pool` must hand out only the others,
+/// the posted one must come back through its own completion, and none of
+/// the application's buffers may be written by the provider.
+fn check_new_pool_after_leaked_batch(
+    pool: &BufferPool,
+    stale_entries: Vec<MsgEntry>,
+    send: impl FnOnce(),
+    drive: impl Fn(),
+    cq: &CompletionQueue<Msg>,
+) {
+    // The leaked entries are dropped now: their context names no pool.
+    drop(stale_entries);
+    let mut held: Vec<_> = std::iter::from_fn(|| pool.take()).collect();
+    for buf in &mut held {
+        buf.fill(0xAA);
+    }
+    send();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let back = loop {
+        drive();
+        let mut e = [MsgEntry::default()];
+        if let CqRead::Completions(done) = cq.read(&mut e).unwrap() {
+            break pool.reclaim(&done[0]);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the receive completes within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let written = held.iter().filter(|b| b[..8] == *b"overrun!").count();
+    assert_eq!(
+        (held.len(), written),
+        (LEAKED_SLOTS - 1, 0),
+        "with one receive posted, the pool hands out the other slots, and the provider writes none of them"
+    );
+    let back = back.expect("the receive's own completion hands its buffer back");
+    assert_eq!(&back[..8], b"overrun!");
+}
+
+#[test]
+fn a_batch_leaked_past_its_queues_close_hands_out_no_buffer_of_a_later_pool() {
+    // A batch whose guard was leaked keeps naming its contexts after its
+    // endpoint, queue and pool are gone; a completion finds its pool by
+    // the address of its context. Were those addresses freed, a later
+    // pool given them would hand a buffer still posted to the application
+    // when the leaked entries are dropped, and the provider would write
+    // into it. (MSG endpoints; the RDM test follows.)
+    skip_unless_msg!();
+    let a = connect_pair::<Msg>(CqAttr::new().size(64));
+    let pool_a = BufferPool::new(&a.server_domain, LEAKED_SLOTS, 64).unwrap();
+    a.server.recv(pool_a.take().unwrap()).unwrap();
+    a.client.send(a.client_pool.take().unwrap(), 8).unwrap();
+    let mut entries: Vec<MsgEntry> = (0..4).map(|_| MsgEntry::default()).collect();
+    read_and_leak(&a.server_cq, &a.client_cq, &mut entries);
+    let common::Pair {
+        server,
+        server_cq,
+        server_pool,
+        client,
+        client_cq,
+        client_pool,
+        server_eq,
+        client_eq,
+        ..
+    } = a;
+    server.close().map_err(|(_, e)| e).unwrap();
+    drop((pool_a, server_cq, server_pool));
+    drop((client, client_cq, client_pool, server_eq, client_eq));
+
+    let b = connect_pair::<Msg>(CqAttr::new().size(64));
+    let pool_b = BufferPool::new(&b.server_domain, LEAKED_SLOTS, 64).unwrap();
+    b.server.recv(pool_b.take().unwrap()).unwrap();
+    check_new_pool_after_leaked_batch(
+        &pool_b,
+        entries,
+        || {
+            let mut msg = b.client_pool.take().unwrap();
+            msg[..8].copy_from_slice(b"overrun!");
+            b.client.send(msg, 8).unwrap();
+        },
+        || {
+            let _ = b.client_cq.read(&mut [MsgEntry::default()]);
+        },
+        &b.server_cq,
+    );
+}
+
+/// The RDM hints of the suite's provider: through rxm for tcp.
+fn rdm_hints() -> Hints {
+    let p = provider();
+    let prov = if is_tcp() {
+        "tcp;ofi_rxm".to_string()
+    } else {
+        p.clone()
+    };
+    let h = Hints::new().provider(prov).ep_type(EpType::Rdm);
+    if p == "shm" {
+        h
+    } else {
+        h.node(node())
+    }
+}
+
+/// `from` sends 8 bytes of `text` to `to`, retrying while the provider
+/// says to.
+fn rdm_send(from: &libfabric::Rdm, to: &libfabric::Rdm, text: &[u8; 8]) {
+    let dest = from.insert(&to.name().unwrap()).unwrap();
+    let pool = from.buffer_pool(1, 64).unwrap();
+    let mut buf = pool.take().unwrap();
+    buf[..8].copy_from_slice(text);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match from.endpoint().send_to(buf, 8, dest) {
+            Ok(()) => return,
+            Err((back, e)) if e.is_again() && Instant::now() < deadline => {
+                buf = back;
+                let _ = from.cq().read(&mut [MsgEntry::default()]);
+                let _ = to.cq().read(&mut [MsgEntry::default()]);
+            }
+            Err((_, e)) => panic!("send: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_batch_leaked_past_its_queues_close_hands_out_no_buffer_of_a_later_pool_rdm() {
+    // As above, on RDM endpoints (rxm, rxd, shm, sockets).
+    let hints = rdm_hints();
+    let (a, b) = match (
+        libfabric::Rdm::open(&hints, 4),
+        libfabric::Rdm::open(&hints, 4),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            println!(
+                "SKIP {}: provider {}: no RDM endpoints: {e}",
+                test_name(),
+                provider()
+            );
+            return;
+        }
+    };
+    let pool_a = a.buffer_pool(LEAKED_SLOTS, 64).unwrap();
+    a.endpoint().recv(pool_a.take().unwrap()).unwrap();
+    rdm_send(&b, &a, b"first!!!");
+    let mut entries: Vec<MsgEntry> = (0..4).map(|_| MsgEntry::default()).collect();
+    read_and_leak(a.cq(), b.cq(), &mut entries);
+    drop((a, b, pool_a));
+
+    let (c, d) = (
+        libfabric::Rdm::open(&hints, 4).unwrap(),
+        libfabric::Rdm::open(&hints, 4).unwrap(),
+    );
+    let pool_c = c.buffer_pool(LEAKED_SLOTS, 64).unwrap();
+    c.endpoint().recv(pool_c.take().unwrap()).unwrap();
+    check_new_pool_after_leaked_batch(
+        &pool_c,
+        entries,
+        || rdm_send(&d, &c, b"overrun!"),
+        || {
+            let _ = d.cq().read(&mut [MsgEntry::default()]);
+        },
+        c.cq(),
+    );
+}
+
 #[test]
 fn addresses_inserted_between_binding_an_address_vector_and_enabling() {
     // shm's insert maps the address into the region of every endpoint
