@@ -85,7 +85,7 @@ use crate::cntr::{CntrInner, Counter};
 use crate::connreq::{ConnRequest, RequestSource};
 use crate::cq::{Addr, CompletionQueue, CqInner, Format};
 use crate::domain::{Domain, DomainInner};
-use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
+use crate::eq::{check_cm_data_size, EqInner, EventQueue, Fid, RegisteredObject};
 use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Caps, EpType, Info, InfoEntry};
@@ -1147,7 +1147,11 @@ impl<T: ThreadModel> Endpoint<T> {
     ///
     /// # Errors
     /// [`Error::ForeignObject`] for a queue of another fabric;
-    /// [`Error::State`] after `enable` or when a queue is already bound.
+    /// [`Error::State`] after `enable` or when a queue is already bound;
+    /// [`Error::TooLarge`] for an endpoint whose connection data
+    /// (`FI_OPT_CM_DATA_SIZE`) is more than an event queue holds
+    /// ([`DEFAULT_CM_DATA_CAPACITY`](crate::eq::DEFAULT_CM_DATA_CAPACITY);
+    /// no provider has one).
     #[doc(alias = "fi_ep_bind")]
     pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
         if !Arc::ptr_eq(&eq.inner.fabric, &self.inner.domain.fabric) {
@@ -1164,13 +1168,17 @@ impl<T: ThreadModel> Endpoint<T> {
                 reason: "an event queue is already bound to this endpoint",
             });
         }
+        let cm_data = self.cm_data_size();
+        if let Some(size) = cm_data {
+            check_cm_data_size(size)?;
+        }
         // SAFETY: fi_ep_bind(3) of two open objects of one fabric; the EQ is
         // kept open by the Arc stored below as long as the endpoint is.
         check("fi_ep_bind(eq)", unsafe {
             sys::fi_ep_bind(self.raw(), eq.inner.fid.fid(), 0)
         })?;
-        if let Some(max) = self.cm_data_size() {
-            eq.inner.max_cm_data.fetch_max(max, Ordering::Relaxed);
+        if let Some(size) = cm_data {
+            eq.inner.raise_cm_data(size);
         }
         eq.inner.registry.insert(
             self.fid(),
@@ -1474,9 +1482,13 @@ impl<T: ThreadModel> Endpoint<T> {
         drop(exclusive);
         given?;
         self.inner.state.fetch_or(ENABLED, Ordering::Release);
-        // Some providers know the connection data size only once enabled.
-        if let (Some(max), Some(eq)) = (self.cm_data_size(), &bound.eq) {
-            eq.max_cm_data.fetch_max(max, Ordering::Relaxed);
+        // Some providers may know the connection data size only once
+        // enabled. One the queue cannot take is refused at connect and
+        // accept (admit_cm_data).
+        if let (Some(size), Some(eq)) = (self.cm_data_size(), &bound.eq) {
+            if check_cm_data_size(size).is_ok() {
+                eq.raise_cm_data(size);
+            }
         }
         Ok(())
     }
@@ -1566,6 +1578,23 @@ impl<T: ThreadModel> Endpoint<T> {
         Ok(())
     }
 
+    /// Admits the endpoint's connection data into its event queue before
+    /// a connect or accept makes events that carry it possible
+    /// ([`EqInner::admit_cm_data`]).
+    fn admit_cm_data(&self) -> Result<()> {
+        let eq = self
+            .inner
+            .bound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .eq
+            .clone();
+        match eq {
+            Some(eq) => eq.admit_cm_data(self.cm_data_size()),
+            None => Ok(()),
+        }
+    }
+
     /// Marks the endpoint as connecting, once.
     fn start_connecting(&self, call: &'static str) -> Result<()> {
         if self.inner.connectionless {
@@ -1589,7 +1618,9 @@ impl<T: ThreadModel> Endpoint<T> {
     /// `FI_CONNECTED` event, or an error entry (`ECONNREFUSED`) if rejected.
     ///
     /// # Errors
-    /// [`Error::TooLarge`] for data over `FI_OPT_CM_DATA_SIZE`;
+    /// [`Error::TooLarge`] for data over `FI_OPT_CM_DATA_SIZE`, or an
+    /// endpoint whose connection data its event queue cannot hold (see
+    /// [`bind_eq`](Self::bind_eq));
     /// [`Error::State`] on an endpoint not enabled, with no event queue,
     /// opened from a request, already connecting, or whose `fi_info` has no
     /// destination.
@@ -1597,6 +1628,7 @@ impl<T: ThreadModel> Endpoint<T> {
     pub fn connect(&self, data: &[u8]) -> Result<()> {
         self.connected_only("fi_connect")?;
         check_cm_data(self.inner.fid.fid(), data)?;
+        self.admit_cm_data()?;
         if self
             .inner
             .pending
@@ -1643,13 +1675,15 @@ impl<T: ThreadModel> Endpoint<T> {
     /// sending `data` back.
     ///
     /// # Errors
-    /// [`Error::TooLarge`] for data over `FI_OPT_CM_DATA_SIZE`;
+    /// [`Error::TooLarge`] for data over `FI_OPT_CM_DATA_SIZE`, or as for
+    /// [`connect`](Self::connect);
     /// [`Error::State`] on an endpoint not opened from a request, not
     /// enabled, with no event queue, or already accepted.
     #[doc(alias = "fi_accept")]
     pub fn accept(&self, data: &[u8]) -> Result<()> {
         self.connected_only("fi_accept")?;
         check_cm_data(self.inner.fid.fid(), data)?;
+        self.admit_cm_data()?;
         let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.is_none() {
             return Err(Error::State {

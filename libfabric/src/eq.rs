@@ -212,8 +212,12 @@ pub(crate) struct EqInner {
     _wait_set: Option<Arc<WaitSetInner>>,
     wait_obj: WaitObj,
     writable: bool,
-    /// Largest connection data any endpoint bound to the queue may carry.
+    /// Largest connection data any endpoint bound to the queue may carry
+    /// (see [`admit_cm_data`](Self::admit_cm_data)).
     pub(crate) max_cm_data: AtomicUsize,
+    /// Reads under way with a buffer of less than
+    /// [`DEFAULT_CM_DATA_CAPACITY`] (see [`SmallRead`]).
+    small_readers: AtomicUsize,
     pub(crate) registry: Registry,
     /// Every passive endpoint bound to the queue, closed just before it
     /// (see the `pep` module: the provider may still deliver requests to
@@ -221,7 +225,80 @@ pub(crate) struct EqInner {
     peps: Mutex<Vec<Arc<PepCore>>>,
 }
 
+/// A provider writes as much of an event as fits in the buffer it is
+/// given and drops the rest (`ofi_eq_read`, `prov/util/src/util_eq.c`
+/// 122-123 in 1.22: `MIN(len, entry->size)`), so a read's buffer must hold
+/// the connection data of every endpoint whose events it may read. Two
+/// kinds of reads keep that true without a lock between them and the
+/// binds that raise the queue's largest connection data:
+/// - a buffer of at least [`DEFAULT_CM_DATA_CAPACITY`] holds any event: no
+///   endpoint that may carry more is admitted ([`admit_cm_data`]), so
+///   these reads check nothing more (what [`EventBuf::new`] gives);
+/// - a smaller buffer is checked against the queue's largest connection
+///   data, and the read is counted while it runs (this guard), so that an
+///   endpoint admitted with more waits for it before it can connect or
+///   listen: a read that checked the size before the raise has ended
+///   before any event of the new size can be queued. Such a read never
+///   blocks in the provider while counted: `sread` waits with `FI_PEEK`
+///   first.
+///
+/// [`admit_cm_data`]: EqInner::admit_cm_data
+struct SmallRead<'a> {
+    readers: &'a AtomicUsize,
+}
+
+impl Drop for SmallRead<'_> {
+    fn drop(&mut self) {
+        self.readers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl EqInner {
+    /// Counts a read into `buf`, smaller than [`DEFAULT_CM_DATA_CAPACITY`],
+    /// once its size is checked (see [`SmallRead`]).
+    fn small_read(&self, buf: &EventBuf) -> Result<SmallRead<'_>> {
+        // SeqCst with admit_cm_data's raise and look at the count: either
+        // this sees the raise, or the admission sees this read.
+        self.small_readers.fetch_add(1, Ordering::SeqCst);
+        let reading = SmallRead {
+            readers: &self.small_readers,
+        };
+        let needed = self.max_cm_data.load(Ordering::SeqCst);
+        if buf.cm_data_capacity() < needed {
+            return Err(buf_too_small(needed, buf.cm_data_capacity()));
+        }
+        Ok(reading)
+    }
+
+    /// Admits an endpoint whose events carry up to `size` bytes of
+    /// connection data (`FI_OPT_CM_DATA_SIZE`; `None`: none) into this
+    /// queue, before its events can be queued (its bind, listen, connect
+    /// or accept): refuses more than [`DEFAULT_CM_DATA_CAPACITY`], and
+    /// raises the queue's largest connection data, waiting for the reads
+    /// of smaller buffers under way (see [`SmallRead`]; each is one
+    /// non-blocking `fi_eq_read`).
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] over [`DEFAULT_CM_DATA_CAPACITY`].
+    pub(crate) fn admit_cm_data(&self, size: Option<usize>) -> Result<()> {
+        let Some(size) = size else {
+            return Ok(());
+        };
+        check_cm_data_size(size)?;
+        self.raise_cm_data(size);
+        Ok(())
+    }
+
+    /// The raise of [`admit_cm_data`](Self::admit_cm_data), for a size
+    /// [`check_cm_data_size`] accepted.
+    pub(crate) fn raise_cm_data(&self, size: usize) {
+        if self.max_cm_data.fetch_max(size, Ordering::SeqCst) < size {
+            while self.small_readers.load(Ordering::SeqCst) != 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+
     pub(crate) fn keep_passive(&self, pep: Arc<PepCore>) {
         self.peps
             .lock()
@@ -327,9 +404,14 @@ pub struct EventQueue {
 }
 
 /// A caller-owned buffer for one event, reused across reads so that reading
-/// allocates nothing. Its size always covers the largest connection data of
-/// the endpoints bound to the queue (a read refuses a smaller one), because a
-/// provider writes as much of an event as fits and drops the rest.
+/// allocates nothing. It must hold the connection data of any event it may
+/// take, because a provider writes as much of an event as fits and drops
+/// the rest. [`EventBuf::new`]'s holds [`DEFAULT_CM_DATA_CAPACITY`] bytes,
+/// more than any endpoint a queue admits carries, so reads into it check
+/// nothing; a smaller one is refused while an endpoint bound to the queue
+/// carries more than it holds ([`Error::BufferTooSmall`]), also when that
+/// endpoint is bound while the read is under way (a blocking read then
+/// waits without taking the event, and looks again).
 pub struct EventBuf {
     words: Box<[u64]>,
     cm_capacity: usize,
@@ -724,6 +806,7 @@ impl EventQueue {
                 wait_obj,
                 writable: attr.flags & sys::FI_WRITE != 0,
                 max_cm_data: AtomicUsize::new(0),
+                small_readers: AtomicUsize::new(0),
                 registry: Registry::default(),
                 peps: Mutex::new(Vec::new()),
             }),
@@ -768,15 +851,6 @@ impl EventQueue {
     }
 
     #[inline(always)]
-    fn check_buf(&self, buf: &EventBuf) -> Result<()> {
-        let needed = self.inner.max_cm_data.load(Ordering::Relaxed);
-        if buf.cm_data_capacity() < needed {
-            return Err(buf_too_small(needed, buf.cm_data_capacity()));
-        }
-        Ok(())
-    }
-
-    #[inline(always)]
     fn read_flags<'b>(
         &self,
         buf: &'b mut EventBuf,
@@ -797,7 +871,26 @@ impl EventQueue {
     /// One `fi_eq_read`, undecoded: (return value, event type).
     #[inline]
     pub(crate) fn read_raw(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
-        self.check_buf(buf)?;
+        if buf.cm_data_capacity() < DEFAULT_CM_DATA_CAPACITY {
+            return self.read_small(buf, flags);
+        }
+        Ok(self.read_unchecked(buf, flags))
+    }
+
+    /// `read_raw` into a buffer smaller than the default, counted (see
+    /// `SmallRead`).
+    #[cold]
+    #[inline(never)]
+    fn read_small(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
+        let _reading = self.inner.small_read(buf)?;
+        Ok(self.read_unchecked(buf, flags))
+    }
+
+    /// The `fi_eq_read` of `read_raw`, whose caller made sure that `buf`
+    /// holds the connection data of every event it may read (see
+    /// `SmallRead`).
+    #[inline(always)]
+    fn read_unchecked(&self, buf: &mut EventBuf, flags: u64) -> (isize, u32) {
         let mut event = 0u32;
         // SAFETY: fi_eq_read(3): buf is writable for len bytes, aligned for
         // any entry type (u64 words); event receives the type.
@@ -810,7 +903,7 @@ impl EventQueue {
                 flags,
             )
         };
-        Ok((ret, event))
+        (ret, event)
     }
 
     /// `fi_eq_sread`: the next event, blocking up to `timeout` (`None`:
@@ -879,19 +972,10 @@ impl EventQueue {
                 actual: self.inner.wait_obj,
             });
         }
-        self.check_buf(buf)?;
-        let mut event = 0u32;
-        // SAFETY: as in read; sread blocks at most timeout ms.
-        let ret = unsafe {
-            sys::fi_eq_sread(
-                self.inner.fid.as_ptr(),
-                &mut event,
-                buf.words.as_mut_ptr().cast(),
-                buf.len(),
-                timeout_ms(timeout),
-                flags,
-            )
-        };
+        if buf.cm_data_capacity() < DEFAULT_CM_DATA_CAPACITY {
+            return self.sread_small(buf, timeout, flags);
+        }
+        let (ret, event) = self.sread_call(buf, timeout, flags);
         // Nothing within the timeout: -FI_EAGAIN (and an error entry that
         // another reader took first, which decodes as empty).
         if is_again(ret) {
@@ -909,6 +993,75 @@ impl EventQueue {
             return Ok(EqRead::TimedOut);
         }
         read
+    }
+
+    /// One `fi_eq_sread`: (return value, event type). With a buffer
+    /// smaller than the default, only with `FI_PEEK` (see `sread_small`).
+    #[inline(always)]
+    fn sread_call(
+        &self,
+        buf: &mut EventBuf,
+        timeout: Option<Duration>,
+        flags: u64,
+    ) -> (isize, u32) {
+        let mut event = 0u32;
+        // SAFETY: as in read_unchecked (the caller made sure that buf
+        // holds every event it may take, or peeks); sread blocks at most
+        // timeout ms.
+        let ret = unsafe {
+            sys::fi_eq_sread(
+                self.inner.fid.as_ptr(),
+                &mut event,
+                buf.words.as_mut_ptr().cast(),
+                buf.len(),
+                timeout_ms(timeout),
+                flags,
+            )
+        };
+        (ret, event)
+    }
+
+    /// `sread_flags` into a buffer smaller than the default: waits for an
+    /// event with `FI_PEEK`, which leaves it queued (a copy cut short
+    /// there is not looked at), then reads it as `read` does, counted (see
+    /// `SmallRead`: a bind that raises the queue's connection data size
+    /// does not wait for the blocked part). Again while another reader
+    /// took the event first and time is left.
+    #[cold]
+    #[inline(never)]
+    fn sread_small<'b>(
+        &self,
+        buf: &'b mut EventBuf,
+        timeout: Option<Duration>,
+        flags: u64,
+    ) -> Result<EqRead<'b>> {
+        // Refused at once when too small already (it is checked again,
+        // counted, before the event is read).
+        drop(self.inner.small_read(buf)?);
+        let deadline = Deadline::after(timeout);
+        let peek = flags & sys::FI_PEEK != 0;
+        loop {
+            let (ret, event) = self.sread_call(buf, deadline.left(), sys::FI_PEEK);
+            if is_again(ret) {
+                return Ok(EqRead::TimedOut);
+            }
+            // A failure of the wait itself, as the one blocking call
+            // reports it; an event, an error entry or one too large for
+            // the buffer (sockets: -FI_ETOOSMALL) is read below.
+            if ret < 0 && !matches!(classify(ret), Err(Errno::AVAIL | Errno::TOOSMALL)) {
+                return decode(&self.inner, ret, event, buf, peek, "fi_eq_sread");
+            }
+            let (ret, event) = self.read_small(buf, flags)?;
+            if !is_again(ret) {
+                return match decode(&self.inner, ret, event, buf, peek, "fi_eq_sread") {
+                    Ok(EqRead::Empty) => Ok(EqRead::TimedOut),
+                    read => read,
+                };
+            }
+            if deadline.passed() {
+                return Ok(EqRead::TimedOut);
+            }
+        }
     }
 
     /// `fi_eq_readerr`: the next error entry, its `err_data` copied into
@@ -1039,6 +1192,23 @@ fn buf_too_small(needed: usize, given: usize) -> Error {
         needed,
         given,
     }
+}
+
+/// Refuses an endpoint whose connection data an [`EventBuf::new`] could
+/// not hold (no libfabric provider has one: tcp and sockets carry 256
+/// bytes, verbs 56).
+///
+/// # Errors
+/// [`Error::TooLarge`] over [`DEFAULT_CM_DATA_CAPACITY`].
+pub(crate) fn check_cm_data_size(size: usize) -> Result<()> {
+    if size > DEFAULT_CM_DATA_CAPACITY {
+        return Err(Error::TooLarge {
+            what: "connection data of an endpoint bound to an event queue (FI_OPT_CM_DATA_SIZE)",
+            limit: DEFAULT_CM_DATA_CAPACITY,
+            given: size,
+        });
+    }
+    Ok(())
 }
 
 #[cold]
@@ -1281,5 +1451,22 @@ impl fmt::Debug for EventQueue {
             .field("fid", &self.fid())
             .field("wait_obj", &self.inner.wait_obj)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_with_more_connection_data_than_a_default_buffer_holds_are_refused() {
+        assert!(check_cm_data_size(DEFAULT_CM_DATA_CAPACITY).is_ok());
+        assert!(matches!(
+            check_cm_data_size(DEFAULT_CM_DATA_CAPACITY + 1),
+            Err(Error::TooLarge {
+                limit: DEFAULT_CM_DATA_CAPACITY,
+                ..
+            })
+        ));
     }
 }

@@ -107,7 +107,11 @@ impl PassiveEndpoint {
     ///
     /// # Errors
     /// [`Error::ForeignObject`] for a queue of another fabric,
-    /// [`Error::State`] when a queue is already bound.
+    /// [`Error::State`] when a queue is already bound;
+    /// [`Error::TooLarge`] for a passive endpoint whose connection data
+    /// (`FI_OPT_CM_DATA_SIZE`) is more than an event queue holds
+    /// ([`DEFAULT_CM_DATA_CAPACITY`](crate::eq::DEFAULT_CM_DATA_CAPACITY);
+    /// no provider has one).
     #[doc(alias = "fi_pep_bind")]
     pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
         if !Arc::ptr_eq(&eq.inner.fabric, &self.inner.core.fabric) {
@@ -124,14 +128,18 @@ impl PassiveEndpoint {
                 reason: "an event queue is already bound to this passive endpoint",
             });
         }
+        let cm_data = self.cm_data_size();
+        if let Some(size) = cm_data {
+            crate::eq::check_cm_data_size(size)?;
+        }
         // SAFETY: fi_pep_bind(3) of two open objects of one fabric; the EQ
         // keeps the passive endpoint (keep_passive below) and is kept by it
         // until both close, the endpoint first.
         check("fi_pep_bind", unsafe {
             sys::fi_pep_bind(self.inner.core.fid.as_ptr(), eq.inner.fid.fid(), 0)
         })?;
-        if let Some(max) = crate::ep::cm_data_size(self.inner.core.fid.fid()) {
-            eq.inner.max_cm_data.fetch_max(max, Ordering::Relaxed);
+        if let Some(size) = cm_data {
+            eq.inner.raise_cm_data(size);
         }
         eq.inner.keep_passive(self.inner.core.clone());
         eq.inner.registry.insert(
@@ -148,16 +156,19 @@ impl PassiveEndpoint {
     /// `prov/tcp/src/tcpx_ep.c` 979, a NULL dereference without one).
     ///
     /// # Errors
-    /// [`Error::State`] without an event queue, or when already listening.
+    /// [`Error::State`] without an event queue, or when already listening;
+    /// [`Error::TooLarge`] as for [`bind_eq`](Self::bind_eq).
     #[doc(alias = "fi_listen")]
     pub fn listen(&self) -> Result<()> {
         let bound = self.inner.eq.lock().unwrap_or_else(|e| e.into_inner());
-        if bound.is_none() {
+        let Some(eq) = bound.as_ref() else {
             return Err(Error::State {
                 call: "fi_listen",
                 reason: "bind an event queue first (PassiveEndpoint::bind_eq)",
             });
-        }
+        };
+        // Before requests carrying connection data can be queued.
+        eq.admit_cm_data(self.cm_data_size())?;
         if self.inner.listening.swap(true, Ordering::AcqRel) {
             return Err(Error::State {
                 call: "fi_listen",

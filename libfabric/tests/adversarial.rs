@@ -1660,6 +1660,69 @@ fn a_batch_leaked_past_its_queues_close_hands_out_no_buffer_of_a_later_pool_rdm(
 }
 
 #[test]
+fn a_small_buffers_read_begun_before_a_bind_never_cuts_connection_data() {
+    // A provider writes as much of an event as fits and drops the rest. A
+    // buffer with no room for connection data passes the check while
+    // nothing that carries any is bound; a passive endpoint bound to the
+    // queue while an sread with that buffer is blocked must not have its
+    // request's data cut short (tcp cut 200 bytes to 8, nothing said).
+    skip_unless_msg!();
+    let (fabric, info) = fabric();
+    let eq = fd_eq(&fabric);
+    let data: Vec<u8> = (0..200u8).collect();
+    let reader = {
+        let eq = eq.clone();
+        std::thread::spawn(move || {
+            let mut small = EventBuf::with_cm_data_capacity(0).unwrap();
+            match eq.sread(&mut small, Some(Duration::from_secs(20))) {
+                Err(e) => e,
+                Ok(read) => panic!("a read with no room for the request's data gave {read:?}"),
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let pep = PassiveEndpoint::open(&fabric, &listen_info()).unwrap();
+    pep.bind_eq(&eq).unwrap();
+    pep.listen().unwrap();
+    let domain = Domain::open(&fabric, &info).unwrap();
+    let ceq = fd_eq(&fabric);
+    let _client = connecting(&domain, &ceq, &pep, &data);
+    let mut cbuf = EventBuf::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !reader.is_finished() {
+        // tcp sends the request as the client's queue is read.
+        let _ = ceq.peek(&mut cbuf);
+        assert!(Instant::now() < deadline, "the blocked read returns");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let error = reader.join().unwrap();
+    assert!(
+        matches!(error, Error::BufferTooSmall { needed, given: 0, .. } if needed >= data.len()),
+        "{error:?}"
+    );
+    // The request is still queued, whole.
+    match next_event(&eq, &[&ceq], Duration::from_secs(10)) {
+        Ev::ConnReq {
+            data: got, request, ..
+        } => {
+            assert_eq!(got, data, "the request's data, whole");
+            drop(request.reject(&[]));
+        }
+        other => panic!("expected the connection request, got {other:?}"),
+    }
+    // A small buffer is now refused at once, by read and sread alike.
+    let mut small = EventBuf::with_cm_data_capacity(8).unwrap();
+    assert!(matches!(
+        eq.read(&mut small),
+        Err(Error::BufferTooSmall { .. })
+    ));
+    assert!(matches!(
+        eq.sread(&mut small, Some(Duration::from_millis(10))),
+        Err(Error::BufferTooSmall { .. })
+    ));
+}
+
+#[test]
 fn addresses_inserted_between_binding_an_address_vector_and_enabling() {
     // shm's insert maps the address into the region of every endpoint
     // bound to the vector, which fi_enable creates: an insert after
