@@ -201,6 +201,11 @@ pub(crate) struct CntrInner {
     /// sockets keeps 32-bit signed counts and compares a wait's threshold
     /// as an `int` (`prov/sockets/src/sock_cntr.c` 277, 320 in 1.17).
     narrow: bool,
+    /// On a narrow counter, held by `add` across its look at the count and
+    /// its call, and by `set`: two adds (or an add and a set) on two
+    /// threads could each find room for their own value and together take
+    /// the count past `i32::MAX`.
+    narrow_writes: std::sync::Mutex<()>,
     /// The context the counter was opened with (what `fi_poll` reports).
     id: u64,
     /// As `CqInner::lifecycle`: the util providers run the endpoints
@@ -411,6 +416,7 @@ impl<T: ThreadModel> Counter<T> {
             wait_obj,
             wait_fd,
             narrow: crate::quirks::counts_in_32_bits(provider),
+            narrow_writes: std::sync::Mutex::new(()),
             id,
             lifecycle: ProgressLock::default(),
             wait_poisoned: AtomicBool::new(false),
@@ -495,6 +501,17 @@ impl<T: ThreadModel> Counter<T> {
         Ok(self.widened(errors))
     }
 
+    /// Holds `narrow_writes` on a narrow counter (see `CntrInner`).
+    #[inline]
+    fn narrow_writes(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        self.inner.narrow.then(|| {
+            self.inner
+                .narrow_writes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+        })
+    }
+
     /// The value check of sockets' 32-bit counts.
     #[inline]
     fn check_value(&self, call: &'static str, value: u64) -> Result<()> {
@@ -508,13 +525,14 @@ impl<T: ThreadModel> Counter<T> {
     ///
     /// # Errors
     /// [`Error::TooLarge`] on sockets for a value, or a count after the
-    /// add (as far as this thread sees it), over `i32::MAX` (its counts
-    /// are 32-bit: completions past that wrap in the provider);
+    /// add, over `i32::MAX` (its counts are 32-bit: completions the
+    /// provider counts past that wrap there);
     /// [`Error::Call`] when `fi_cntr_add` fails.
     #[doc(alias = "fi_cntr_add")]
     #[inline]
     pub fn add(&self, value: u64) -> Result<()> {
         self.check_value("fi_cntr_add", value)?;
+        let _narrow = self.narrow_writes();
         if self.inner.narrow && value != 0 {
             // The sum too: past i32::MAX sockets' count turns negative, and
             // its waits compare signed counts (a wait then never ends).
@@ -541,6 +559,7 @@ impl<T: ThreadModel> Counter<T> {
     #[doc(alias = "fi_cntr_set")]
     pub fn set(&self, value: u64) -> Result<()> {
         self.check_value("fi_cntr_set", value)?;
+        let _narrow = self.narrow_writes();
         // SAFETY: as add.
         check("fi_cntr_set", unsafe {
             sys::fi_cntr_set(self.inner.fid.as_ptr(), value)

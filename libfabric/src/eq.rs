@@ -25,6 +25,7 @@ use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::Info;
 use crate::pep::PepCore;
+use crate::progress::{ProgressLock, ProgressRead};
 use crate::wait::{
     open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms, Deadline,
     WaitObj, WaitSet, WaitSetInner, Waitable,
@@ -215,9 +216,10 @@ pub(crate) struct EqInner {
     /// Largest connection data any endpoint bound to the queue may carry
     /// (see [`admit_cm_data`](Self::admit_cm_data)).
     pub(crate) max_cm_data: AtomicUsize,
-    /// Reads under way with a buffer of less than
-    /// [`DEFAULT_CM_DATA_CAPACITY`] (see [`SmallRead`]).
-    small_readers: AtomicUsize,
+    /// Held shared by the reads into a buffer of less than
+    /// [`DEFAULT_CM_DATA_CAPACITY`], exclusively by a raise of
+    /// `max_cm_data` (see [`small_read`](Self::small_read)).
+    small_reads: ProgressLock,
     pub(crate) registry: Registry,
     /// Every passive endpoint bound to the queue, closed just before it
     /// (see the `pep` module: the provider may still deliver requests to
@@ -225,45 +227,31 @@ pub(crate) struct EqInner {
     peps: Mutex<Vec<Arc<PepCore>>>,
 }
 
-/// A provider writes as much of an event as fits in the buffer it is
-/// given and drops the rest (`ofi_eq_read`, `prov/util/src/util_eq.c`
-/// 122-123 in 1.22: `MIN(len, entry->size)`), so a read's buffer must hold
-/// the connection data of every endpoint whose events it may read. Two
-/// kinds of reads keep that true without a lock between them and the
-/// binds that raise the queue's largest connection data:
-/// - a buffer of at least [`DEFAULT_CM_DATA_CAPACITY`] holds any event: no
-///   endpoint that may carry more is admitted ([`admit_cm_data`]), so
-///   these reads check nothing more (what [`EventBuf::new`] gives);
-/// - a smaller buffer is checked against the queue's largest connection
-///   data, and the read is counted while it runs (this guard), so that an
-///   endpoint admitted with more waits for it before it can connect or
-///   listen: a read that checked the size before the raise has ended
-///   before any event of the new size can be queued. Such a read never
-///   blocks in the provider while counted: `sread` waits with `FI_PEEK`
-///   first.
-///
-/// [`admit_cm_data`]: EqInner::admit_cm_data
-struct SmallRead<'a> {
-    readers: &'a AtomicUsize,
-}
-
-impl Drop for SmallRead<'_> {
-    fn drop(&mut self) {
-        self.readers.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 impl EqInner {
-    /// Counts a read into `buf`, smaller than [`DEFAULT_CM_DATA_CAPACITY`],
-    /// once its size is checked (see [`SmallRead`]).
-    fn small_read(&self, buf: &EventBuf) -> Result<SmallRead<'_>> {
-        // SeqCst with admit_cm_data's raise and look at the count: either
-        // this sees the raise, or the admission sees this read.
-        self.small_readers.fetch_add(1, Ordering::SeqCst);
-        let reading = SmallRead {
-            readers: &self.small_readers,
-        };
-        let needed = self.max_cm_data.load(Ordering::SeqCst);
+    /// Before a read into `buf`, smaller than [`DEFAULT_CM_DATA_CAPACITY`]:
+    /// checks it against the largest connection data of the queue's
+    /// endpoints, and returns the guard to hold over the read.
+    ///
+    /// A provider writes as much of an event as fits in the buffer it is
+    /// given and drops the rest (`ofi_eq_read`,
+    /// `prov/util/src/util_eq.c` 122-123 in 1.22: `MIN(len, entry->size)`),
+    /// so a read's buffer must hold the connection data of every event it
+    /// may take. Two kinds of reads keep that true:
+    /// - a buffer of at least [`DEFAULT_CM_DATA_CAPACITY`] holds any event:
+    ///   no endpoint that may carry more is admitted
+    ///   ([`admit_cm_data`](Self::admit_cm_data)), so these reads check
+    ///   nothing (what [`EventBuf::new`] gives);
+    /// - a smaller buffer is checked here, and the read holds `small_reads`
+    ///   shared while it runs, which a raise of the size takes exclusively
+    ///   before the endpoint it admits can listen or connect: a read that
+    ///   checked the size before the raise has ended before an event of
+    ///   the new size can be queued, and one that comes later sees the
+    ///   raise. The lock prefers the raise, so that a stream of such reads
+    ///   cannot hold it off. A read holding it never blocks in the
+    ///   provider: `sread` waits with `FI_PEEK` first.
+    fn small_read(&self, buf: &EventBuf) -> Result<ProgressRead<'_>> {
+        let reading = self.small_reads.read();
+        let needed = self.max_cm_data.load(Ordering::Relaxed);
         if buf.cm_data_capacity() < needed {
             return Err(buf_too_small(needed, buf.cm_data_capacity()));
         }
@@ -275,8 +263,8 @@ impl EqInner {
     /// queue, before its events can be queued (its bind, listen, connect
     /// or accept): refuses more than [`DEFAULT_CM_DATA_CAPACITY`], and
     /// raises the queue's largest connection data, waiting for the reads
-    /// of smaller buffers under way (see [`SmallRead`]; each is one
-    /// non-blocking `fi_eq_read`).
+    /// of smaller buffers under way (see [`small_read`](Self::small_read);
+    /// each is one non-blocking `fi_eq_read`).
     ///
     /// # Errors
     /// [`Error::TooLarge`] over [`DEFAULT_CM_DATA_CAPACITY`].
@@ -292,10 +280,11 @@ impl EqInner {
     /// The raise of [`admit_cm_data`](Self::admit_cm_data), for a size
     /// [`check_cm_data_size`] accepted.
     pub(crate) fn raise_cm_data(&self, size: usize) {
-        if self.max_cm_data.fetch_max(size, Ordering::SeqCst) < size {
-            while self.small_readers.load(Ordering::SeqCst) != 0 {
-                std::thread::yield_now();
-            }
+        if self.max_cm_data.fetch_max(size, Ordering::Relaxed) < size {
+            // Taken after the raise and released: the reads that may
+            // have checked the old size have ended, and the later ones
+            // see the new size (the lock's release and acquire).
+            drop(self.small_reads.write());
         }
     }
 
@@ -806,7 +795,7 @@ impl EventQueue {
                 wait_obj,
                 writable: attr.flags & sys::FI_WRITE != 0,
                 max_cm_data: AtomicUsize::new(0),
-                small_readers: AtomicUsize::new(0),
+                small_reads: ProgressLock::default(),
                 registry: Registry::default(),
                 peps: Mutex::new(Vec::new()),
             }),
@@ -878,7 +867,7 @@ impl EventQueue {
     }
 
     /// `read_raw` into a buffer smaller than the default, counted (see
-    /// `SmallRead`).
+    /// `small_read`).
     #[cold]
     #[inline(never)]
     fn read_small(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
@@ -888,7 +877,7 @@ impl EventQueue {
 
     /// The `fi_eq_read` of `read_raw`, whose caller made sure that `buf`
     /// holds the connection data of every event it may read (see
-    /// `SmallRead`).
+    /// `small_read`).
     #[inline(always)]
     fn read_unchecked(&self, buf: &mut EventBuf, flags: u64) -> (isize, u32) {
         let mut event = 0u32;
@@ -1024,7 +1013,7 @@ impl EventQueue {
     /// `sread_flags` into a buffer smaller than the default: waits for an
     /// event with `FI_PEEK`, which leaves it queued (a copy cut short
     /// there is not looked at), then reads it as `read` does, counted (see
-    /// `SmallRead`: a bind that raises the queue's connection data size
+    /// `small_read`: a bind that raises the queue's connection data size
     /// does not wait for the blocked part). Again while another reader
     /// took the event first and time is left.
     #[cold]

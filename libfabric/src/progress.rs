@@ -15,6 +15,10 @@
 //! - a notice its owner sets (for a completion queue: endpoint closes wait
 //!   on an empty read, see the `epochs` module).
 //!
+//! An event queue holds one more, with nothing noted: its reads into small
+//! buffers hold it shared, and a raise of its connection data size takes
+//! it exclusively (`EqInner::small_read`).
+//!
 //! Writers are preferred: a reader that finds a writer in or waiting backs
 //! off and waits for it, so a stream of readers cannot starve an endpoint's
 //! close. As with `std::sync::RwLock`, a thread that holds the lock shared

@@ -763,6 +763,58 @@ fn sums_past_a_32_bit_count_are_refused_on_sockets() {
     }
 }
 
+/// Two threads add to one counter at the same moment, each a value that
+/// fits alone but not with the other's: on sockets (32-bit counts) exactly
+/// one of them is refused every time. Each add looks at the count before
+/// its call; two of them between each other's look and call took the count
+/// past `i32::MAX` (where sockets' waits, comparing signed counts, never
+/// end).
+#[test]
+fn concurrent_adds_never_take_a_32_bit_count_past_its_limit() {
+    if !has_counters() {
+        return;
+    }
+    const HALF: u64 = 0x5000_0000;
+    const ROUNDS: u32 = 300;
+    let (_f, domain, _) = fabric_domain();
+    let c = counter(&domain);
+    let arrived = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    // Both threads spin until both are there: tighter than a Barrier.
+    let meet = |arrived: &std::sync::atomic::AtomicU32, round: u32| {
+        arrived.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        while arrived.load(std::sync::atomic::Ordering::Acquire) < 2 * round {
+            std::hint::spin_loop();
+        }
+    };
+    for round in 1..=ROUNDS {
+        c.set(0).unwrap();
+        let (other, arrived2) = (c.clone(), arrived.clone());
+        let t = std::thread::spawn(move || {
+            meet(&arrived2, round);
+            other.add(HALF)
+        });
+        meet(&arrived, round);
+        let mine = c.add(HALF);
+        let theirs = t.join().unwrap();
+        let count = c.read().unwrap();
+        if provider() == "sockets" {
+            let refused = [&mine, &theirs]
+                .iter()
+                .filter(|r| matches!(r, Err(Error::TooLarge { .. })))
+                .count();
+            assert!(
+                refused == 1 && (mine.is_ok() || theirs.is_ok()) && count == HALF,
+                "round {round}: {mine:?} and {theirs:?}, the count reads {count:#x}"
+            );
+        } else {
+            assert!(
+                mine.is_ok() && theirs.is_ok() && count == 2 * HALF,
+                "round {round}"
+            );
+        }
+    }
+}
+
 /// 10,000 adds by another thread; the main thread waits for each value in
 /// turn. None may be lost and nothing may hang.
 #[test]
