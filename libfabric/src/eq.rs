@@ -403,6 +403,9 @@ pub struct EventQueue {
 /// waits without taking the event, and looks again).
 pub struct EventBuf {
     words: Box<[u64]>,
+    /// `words.len() * 8`, kept so that a read passes it as it is. Set with
+    /// `words`, and neither changes after.
+    bytes: usize,
     cm_capacity: usize,
     /// Where the `err_data` of an error entry that a read hands back is
     /// copied.
@@ -463,8 +466,10 @@ impl EventBuf {
             });
         }
         let len = (size_of::<sys::fi_eq_cm_entry>() + bytes).max(size_of::<sys::fi_eq_entry>());
+        let words: Box<[u64]> = try_zeroed("EventBuf", len.div_ceil(8))?;
         Ok(EventBuf {
-            words: try_zeroed("EventBuf", len.div_ceil(8))?,
+            bytes: words.len() * 8,
+            words,
             cm_capacity: bytes,
             // A rejected connection's error entry carries the rejecting
             // side's connection data.
@@ -478,8 +483,20 @@ impl EventBuf {
         self.cm_capacity
     }
 
+    /// Its length in bytes: at least an `fi_eq_cm_entry` and an
+    /// `fi_eq_entry` (`with_cm_data_capacity`).
+    #[inline(always)]
     fn len(&self) -> usize {
-        self.words.len() * 8
+        self.bytes
+    }
+
+    /// The buffer's bytes.
+    #[inline(always)]
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the u64 words viewed as the bytes they are made of
+        // (`bytes` is their size), all initialised (zeroed when allocated,
+        // then written by the provider).
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), self.bytes) }
     }
 }
 
@@ -824,7 +841,7 @@ impl EventQueue {
     #[doc(alias = "fi_eq_read")]
     #[inline]
     pub fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
-        self.read_flags(buf, 0, "fi_eq_read")
+        self.read_flags(buf, 0)
     }
 
     /// `fi_eq_read` with `FI_PEEK`: the next event, left in the queue. A
@@ -836,25 +853,13 @@ impl EventQueue {
     /// error entry is [`EqRead::ErrorPending`].
     #[doc(alias = "FI_PEEK")]
     pub fn peek<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
-        self.read_flags(buf, sys::FI_PEEK, "fi_eq_read(FI_PEEK)")
+        self.read_flags(buf, sys::FI_PEEK)
     }
 
     #[inline(always)]
-    fn read_flags<'b>(
-        &self,
-        buf: &'b mut EventBuf,
-        flags: u64,
-        call: &'static str,
-    ) -> Result<EqRead<'b>> {
+    fn read_flags<'b>(&self, buf: &'b mut EventBuf, flags: u64) -> Result<EqRead<'b>> {
         let (ret, event) = self.read_raw(buf, flags)?;
-        decode(
-            &self.inner,
-            ret,
-            event,
-            buf,
-            flags & sys::FI_PEEK != 0,
-            call,
-        )
+        decode(&self.inner, ret, event, buf, ReadCall::new(false, flags))
     }
 
     /// One `fi_eq_read`, undecoded: (return value, event type).
@@ -881,8 +886,9 @@ impl EventQueue {
     #[inline(always)]
     fn read_unchecked(&self, buf: &mut EventBuf, flags: u64) -> (isize, u32) {
         let mut event = 0u32;
-        // SAFETY: fi_eq_read(3): buf is writable for len bytes, aligned for
-        // any entry type (u64 words); event receives the type.
+        // SAFETY: fi_eq_read(3): buf is writable for len bytes (the size of
+        // its words, EventBuf::len), aligned for any entry type (u64 words);
+        // event receives the type.
         let ret = unsafe {
             sys::fi_eq_read(
                 self.inner.fid.as_ptr(),
@@ -970,14 +976,7 @@ impl EventQueue {
         if is_again(ret) {
             return Ok(EqRead::TimedOut);
         }
-        let read = decode(
-            &self.inner,
-            ret,
-            event,
-            buf,
-            flags & sys::FI_PEEK != 0,
-            "fi_eq_sread",
-        );
+        let read = decode(&self.inner, ret, event, buf, ReadCall::new(true, flags));
         if let Ok(EqRead::Empty) = read {
             return Ok(EqRead::TimedOut);
         }
@@ -1028,7 +1027,7 @@ impl EventQueue {
         // counted, before the event is read).
         drop(self.inner.small_read(buf)?);
         let deadline = Deadline::after(timeout);
-        let peek = flags & sys::FI_PEEK != 0;
+        let how = ReadCall::new(true, flags);
         loop {
             let (ret, event) = self.sread_call(buf, deadline.left(), sys::FI_PEEK);
             if is_again(ret) {
@@ -1038,11 +1037,11 @@ impl EventQueue {
             // reports it; an event, an error entry or one too large for
             // the buffer (sockets: -FI_ETOOSMALL) is read below.
             if ret < 0 && !matches!(classify(ret), Err(Errno::AVAIL | Errno::TOOSMALL)) {
-                return decode(&self.inner, ret, event, buf, peek, "fi_eq_sread");
+                return decode(&self.inner, ret, event, buf, how);
             }
             let (ret, event) = self.read_small(buf, flags)?;
             if !is_again(ret) {
-                return match decode(&self.inner, ret, event, buf, peek, "fi_eq_sread") {
+                return match decode(&self.inner, ret, event, buf, how) {
                     Ok(EqRead::Empty) => Ok(EqRead::TimedOut),
                     read => read,
                 };
@@ -1207,23 +1206,82 @@ fn not_writable() -> Error {
     )
 }
 
-/// What one `fi_eq_read` returned, as a [`Read`]. The common outcomes
-/// (an empty queue, an `FI_NOTIFY` entry) are decided inline; every other
-/// event is decoded out of line.
+/// Which call a decoded event came from: the name its errors carry, and
+/// whether it was a peek (which leaves a request's `fi_info` and an error
+/// entry in the queue). One byte, so that the out-of-line decoding takes
+/// its arguments in registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadCall {
+    /// `fi_eq_read`
+    Read,
+    /// `fi_eq_read` with `FI_PEEK`
+    Peek,
+    /// `fi_eq_sread`
+    Sread,
+    /// `fi_eq_sread` with `FI_PEEK`
+    Speek,
+}
+
+impl ReadCall {
+    #[inline(always)]
+    fn new(sread: bool, flags: u64) -> Self {
+        match (sread, flags & sys::FI_PEEK != 0) {
+            (false, false) => ReadCall::Read,
+            (false, true) => ReadCall::Peek,
+            (true, false) => ReadCall::Sread,
+            (true, true) => ReadCall::Speek,
+        }
+    }
+
+    fn peek(self) -> bool {
+        matches!(self, ReadCall::Peek | ReadCall::Speek)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ReadCall::Read => "fi_eq_read",
+            ReadCall::Peek => "fi_eq_read(FI_PEEK)",
+            ReadCall::Sread | ReadCall::Speek => "fi_eq_sread",
+        }
+    }
+}
+
+/// What one `fi_eq_read` returned, as an [`EqRead`]. The outcomes that
+/// need nothing but the buffer are decided inline, each behind a test of
+/// the event type and then of the length: an `FI_NOTIFY` entry, an empty
+/// queue, and a request without an `fi_info` to hand out (one the
+/// application wrote, or a peeked one) that fits the buffer. Everything
+/// else is [`decode_slow`]'s, out of line.
 #[inline(always)]
 pub(crate) fn decode<'b>(
     eq: &Arc<EqInner>,
     ret: isize,
     event: u32,
     buf: &'b mut EventBuf,
-    peek: bool,
-    call: &'static str,
+    how: ReadCall,
 ) -> Result<EqRead<'b>> {
-    if event == sys::FI_NOTIFY
-        && classify(ret).is_ok_and(|len| len >= size_of::<sys::fi_eq_entry>())
-    {
-        // SAFETY: the provider wrote at least a full fi_eq_entry at the
-        // start of the u64-aligned buffer.
+    // The lengths are compared signed: a negative code is below any.
+    if event == sys::FI_CONNREQ {
+        if ret >= CM_ENTRY_LEN && ret as usize <= buf.len() {
+            // SAFETY: the provider wrote ret bytes, at least the fixed part
+            // of an fi_eq_cm_entry and no more than the buffer holds, at the
+            // start of the u64-aligned buffer.
+            let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
+            // A read hands the fi_info to the application, which must free
+            // it (fi_eq(3)) and answer the request (decode_slow); a peek
+            // leaves both with the queue. Providers always give a request
+            // one: a NULL one was written by the application.
+            if e.info.is_null() || how.peek() {
+                let fid = Fid::from_raw(e.fid);
+                return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
+                    fid,
+                    data: &buf.as_bytes()[size_of::<sys::fi_eq_cm_entry>()..ret as usize],
+                })));
+            }
+        }
+    } else if event == sys::FI_NOTIFY && ret >= ENTRY_LEN {
+        // SAFETY: the provider wrote at least a full fi_eq_entry (ret) at the
+        // start of the u64-aligned buffer, which holds one (EventBuf::len).
         let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_entry) };
         return Ok(EqRead::Event(Event::Notify(Entry {
             fid: Fid::from_raw(e.fid),
@@ -1231,10 +1289,10 @@ pub(crate) fn decode<'b>(
             data: e.data,
         })));
     }
-    if classify(ret) == Err(Errno::AGAIN) {
+    if is_again(ret) {
         return Ok(EqRead::Empty);
     }
-    decode_other(eq, ret, event, buf, peek, call)
+    decode_slow(eq, ret, event, buf, how)
 }
 
 /// `fi_eq_readerr` into `buf`.
@@ -1273,70 +1331,88 @@ fn short_write(ret: isize) -> Error {
     }
 }
 
-/// [`decode`] for everything but an empty queue and an `FI_NOTIFY` entry.
+/// Sizes an event's return value is compared with: one signed comparison
+/// each, as a negative code is below any length.
+const ENTRY_LEN: isize = size_of::<sys::fi_eq_entry>() as isize;
+const CM_ENTRY_LEN: isize = size_of::<sys::fi_eq_cm_entry>() as isize;
+
+/// The connection data of a connection event of `ret` bytes in `buf`
+/// (`ret` at least the fixed part of an `fi_eq_cm_entry`): what follows the
+/// fixed part, up to the end of the buffer.
+fn cm_data(buf: &EventBuf, ret: isize) -> &[u8] {
+    let all = buf.as_bytes();
+    let end = (ret as usize).min(all.len());
+    &all[size_of::<sys::fi_eq_cm_entry>().min(end)..end]
+}
+
+/// What [`decode`] does not decide inline: a negative code (an error
+/// entry announced, `-FI_EAVAIL`, or the call's error), an entry shorter
+/// than its type (`FI_EIO`), the other entry types, a request read with
+/// its `fi_info`, an `FI_CONNECTED` or `FI_SHUTDOWN` (which tell the
+/// queue's objects something: the request's passive endpoint, the
+/// connection's endpoint), and an event type this crate does not name.
 #[inline(never)]
-fn decode_other<'b>(
+fn decode_slow<'b>(
     eq: &Arc<EqInner>,
     ret: isize,
     event: u32,
     buf: &'b mut EventBuf,
-    peek: bool,
-    call: &'static str,
+    how: ReadCall,
 ) -> Result<EqRead<'b>> {
-    if classify(ret) == Err(Errno::AVAIL) {
-        if peek {
-            return Ok(EqRead::ErrorPending);
-        }
-        return decode_error(eq, &mut buf.err);
-    }
-    let len = check_len(call, ret)?;
-    let bytes: &'b [u8] = {
-        let all = &buf.words[..];
-        // SAFETY: the provider wrote len <= buf.len() bytes; u64 storage
-        // viewed as bytes.
-        unsafe { std::slice::from_raw_parts(all.as_ptr().cast::<u8>(), len.min(buf.len())) }
+    let len = match classify(ret) {
+        Ok(len) => len,
+        Err(Errno::AGAIN) => return Ok(EqRead::Empty),
+        Err(Errno::AVAIL) if how.peek() => return Ok(EqRead::ErrorPending),
+        Err(Errno::AVAIL) => return decode_error(eq, &mut buf.err),
+        Err(errno) => return Err(Error::call(how.name(), errno)),
     };
-    let entry = || -> Result<Entry> {
-        if len < size_of::<sys::fi_eq_entry>() {
-            return Err(Error::call(call, Errno::IO));
+    let needed = match event {
+        sys::FI_NOTIFY | sys::FI_MR_COMPLETE | sys::FI_AV_COMPLETE | sys::FI_JOIN_COMPLETE => {
+            ENTRY_LEN
         }
-        // SAFETY: at least a full fi_eq_entry was written; u64 alignment.
-        let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_entry) };
-        Ok(Entry {
+        sys::FI_CONNREQ | sys::FI_CONNECTED | sys::FI_SHUTDOWN => CM_ENTRY_LEN,
+        _ => 0,
+    };
+    if ret < needed {
+        return Err(Error::call(how.name(), Errno::IO));
+    }
+    if needed == ENTRY_LEN {
+        // SAFETY: the provider wrote at least a full fi_eq_entry (ret) at
+        // the start of the u64-aligned buffer, which holds one (EventBuf::len).
+        let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_entry) };
+        let entry = Entry {
             fid: Fid::from_raw(e.fid),
             context: e.context as usize,
             data: e.data,
-        })
-    };
-    let cm = || -> Result<(Fid, *mut sys::fi_info, &'b [u8])> {
-        let head = size_of::<sys::fi_eq_cm_entry>();
-        if len < head {
-            return Err(Error::call(call, Errno::IO));
-        }
-        // SAFETY: at least the fixed part of fi_eq_cm_entry was written.
-        let e = unsafe { &*(bytes.as_ptr() as *const sys::fi_eq_cm_entry) };
-        Ok((Fid::from_raw(e.fid), e.info, &bytes[head..]))
-    };
+        };
+        return Ok(EqRead::Event(match event {
+            sys::FI_NOTIFY => Event::Notify(entry),
+            sys::FI_MR_COMPLETE => Event::MrComplete(entry),
+            sys::FI_AV_COMPLETE => Event::AvComplete(entry),
+            _ => Event::JoinComplete(entry),
+        }));
+    }
+    if needed == 0 {
+        let all = buf.as_bytes();
+        return Ok(EqRead::Event(Event::Unknown {
+            event,
+            bytes: &all[..len.min(all.len())],
+        }));
+    }
+    // SAFETY: the provider wrote at least the fixed part of an
+    // fi_eq_cm_entry (ret) at the start of the u64-aligned buffer, which
+    // holds one (EventBuf::len).
+    let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
+    let (fid, info) = (Fid::from_raw(e.fid), e.info);
+    let data = cm_data(buf, ret);
     Ok(EqRead::Event(match event {
-        sys::FI_NOTIFY => Event::Notify(entry()?),
-        sys::FI_MR_COMPLETE => Event::MrComplete(entry()?),
-        sys::FI_AV_COMPLETE => Event::AvComplete(entry()?),
-        sys::FI_JOIN_COMPLETE => Event::JoinComplete(entry()?),
-        sys::FI_CONNREQ => {
-            let (fid, info, data) = cm()?;
-            // A read hands the fi_info to the application, which must free
-            // it (fi_eq(3)) and answer the request; a peek leaves both with
-            // the queue (so no Info is made of it). Providers always give
-            // one: a NULL one was written by the application.
-            let owned = if peek { None } else { Info::from_raw(info) };
-            match owned {
-                Some(info) => return Ok(owned_request(eq, fid, info, data)),
-                None => Event::UnownedConnReq(UnownedConnReq { fid, data }),
-            }
-        }
+        // A peek leaves the fi_info with the queue: no Info is made of it.
+        sys::FI_CONNREQ => match (!how.peek()).then(|| Info::from_raw(info)).flatten() {
+            Some(info) => return Ok(owned_request(eq, fid, info, data)),
+            None => Event::UnownedConnReq(UnownedConnReq { fid, data }),
+        },
         sys::FI_CONNECTED => {
-            let (fid, info, data) = cm()?;
-            if !peek {
+            if !how.peek() {
                 // Not expected for CONNECTED, but an fi_info handed to the
                 // application is its to free.
                 drop(Info::from_raw(info));
@@ -1344,23 +1420,16 @@ fn decode_other<'b>(
             eq.connection_event(fid, true);
             Event::Connected(CmEntry { fid, data })
         }
-        sys::FI_SHUTDOWN => {
-            let (fid, _, data) = cm()?;
+        _ => {
             eq.connection_event(fid, false);
             Event::Shutdown(CmEntry { fid, data })
         }
-        other => Event::Unknown {
-            event: other,
-            bytes,
-        },
     }))
 }
 
 /// An error entry announced by a read (`-FI_EAVAIL`), read. Another reader
 /// may have taken the entry meanwhile: then the queue is empty as far as
-/// this read knows. Out of line, as is [`owned_request`]: what the common
-/// events' decoding does not need stays out of its frame.
-#[inline(never)]
+/// this read knows.
 fn decode_error<'b>(eq: &EqInner, err: &'b mut ErrDataBuf) -> Result<EqRead<'b>> {
     Ok(match read_err(eq, err)? {
         Some(e) => EqRead::Error(e),
@@ -1371,8 +1440,7 @@ fn decode_error<'b>(eq: &EqInner, err: &'b mut ErrDataBuf) -> Result<EqRead<'b>>
 /// A connection request read with its `fi_info`, now the application's:
 /// the request to answer, from the passive endpoint of this queue it
 /// names. (One without an `fi_info`, written by the application, or
-/// peeked, is unowned: `decode_other`.)
-#[inline(never)]
+/// peeked, is unowned: `decode`.)
 fn owned_request<'b>(eq: &Arc<EqInner>, fid: Fid, info: Info, data: &'b [u8]) -> EqRead<'b> {
     let source = eq.find_passive(fid).map(|pep| RequestSource {
         pep,

@@ -193,7 +193,7 @@ impl AsyncEventQueue {
             tokio::task::coop::consume_budget().await;
             let (ret, event) = self.eq.read_raw(buf, 0)?;
             if classify(ret) != Err(Errno::AGAIN) {
-                return eq::decode(&self.eq.inner, ret, event, buf, false, "fi_eq_read");
+                return eq::decode(&self.eq.inner, ret, event, buf, eq::ReadCall::Read);
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
             let second_look = eq_second_look_needed().then_some(&eq);

@@ -267,3 +267,150 @@ fn close_reports_other_users() {
     }
     drop(eq);
 }
+
+/// `fi_eq_write` of `len` bytes of `entry` as event `event`, which the
+/// queue must take whole.
+fn write_raw<T>(eq: &EventQueue, event: u32, entry: &T, len: usize) {
+    assert!(len <= std::mem::size_of::<T>());
+    // SAFETY: fi_eq_write(3) on an open queue opened with FI_WRITE copies
+    // len bytes of entry, which has at least that many.
+    let ret = unsafe {
+        libfabric_sys::fabric::fi_eq_write(eq.as_raw(), event, (entry as *const T).cast(), len, 0)
+    };
+    assert_eq!(
+        ret, len as isize,
+        "fi_eq_write of event {event}, {len} bytes"
+    );
+}
+
+/// An `fi_eq_cm_entry` with no `fi_info`, followed by connection data.
+#[repr(C)]
+struct CmEntryWithData {
+    cm: libfabric_sys::fabric::fi_eq_cm_entry,
+    data: [u8; 16],
+}
+
+/// Entries an application writes itself are decoded by their type and by
+/// the length the read returned: each entry type whole, a request or a
+/// connection event with no `fi_info` (read and peeked, with and without
+/// connection data), an entry shorter than its type (`FI_EIO`, and the
+/// queue goes on), an event type this crate does not name.
+#[test]
+fn raw_entries_decode_by_type_and_length() {
+    use libfabric::Errno;
+    use libfabric_sys::fabric as sys;
+    let (fabric, _) = fabric();
+    let eq = EventQueue::open(&fabric, &EqAttr::new().size(64).write(true)).unwrap();
+    let fid = eq.as_raw().cast::<sys::fid>();
+    let mut buf = EventBuf::new();
+    let entry = sys::fi_eq_entry {
+        fid,
+        context: 7usize as *mut _,
+        data: 9,
+    };
+    let whole = std::mem::size_of::<sys::fi_eq_entry>();
+    let cm_len = std::mem::size_of::<sys::fi_eq_cm_entry>();
+    let mut cm = CmEntryWithData {
+        // SAFETY: fi_eq_cm_entry is plain data (pointers and bytes); all
+        // zero is a valid value (a NULL fid and fi_info).
+        cm: unsafe { std::mem::zeroed() },
+        data: std::array::from_fn(|k| k as u8 + 1),
+    };
+    cm.cm.fid = fid;
+
+    for event in [
+        sys::FI_MR_COMPLETE,
+        sys::FI_AV_COMPLETE,
+        sys::FI_JOIN_COMPLETE,
+        sys::FI_NOTIFY,
+    ] {
+        write_raw(&eq, event, &entry, whole);
+        let e = match eq.read(&mut buf).unwrap() {
+            EqRead::Event(Event::MrComplete(e)) if event == sys::FI_MR_COMPLETE => e,
+            EqRead::Event(Event::AvComplete(e)) if event == sys::FI_AV_COMPLETE => e,
+            EqRead::Event(Event::JoinComplete(e)) if event == sys::FI_JOIN_COMPLETE => e,
+            EqRead::Event(Event::Notify(e)) if event == sys::FI_NOTIFY => e,
+            other => panic!("event {event}: {other:?}"),
+        };
+        assert_eq!((e.fid, e.context, e.data), (eq.fid(), 7, 9));
+    }
+
+    for (data_len, peek_first) in [(16, false), (16, true), (0, false), (0, true)] {
+        write_raw(&eq, sys::FI_CONNREQ, &cm, cm_len + data_len);
+        if peek_first {
+            match eq.peek(&mut buf).unwrap() {
+                EqRead::Event(Event::UnownedConnReq(r)) => {
+                    assert_eq!((r.fid, r.data), (eq.fid(), &cm.data[..data_len]));
+                }
+                other => panic!("peek of a request with no fi_info: {other:?}"),
+            }
+        }
+        match eq.read(&mut buf).unwrap() {
+            EqRead::Event(Event::UnownedConnReq(r)) => {
+                assert_eq!((r.fid, r.data), (eq.fid(), &cm.data[..data_len]));
+            }
+            other => panic!("read of a request with no fi_info: {other:?}"),
+        }
+    }
+
+    // The same through fi_eq_sread, where the queue's wait object allows it.
+    write_raw(&eq, sys::FI_CONNREQ, &cm, cm_len + 16);
+    match eq.sread(&mut buf, Some(Duration::from_secs(30))) {
+        Ok(EqRead::Event(Event::UnownedConnReq(r))) => {
+            assert_eq!((r.fid, r.data), (eq.fid(), &cm.data[..]));
+        }
+        Err(Error::WrongWaitMode { .. }) => {
+            assert!(matches!(
+                eq.read(&mut buf).unwrap(),
+                EqRead::Event(Event::UnownedConnReq(_))
+            ));
+        }
+        other => panic!("sread of a request with no fi_info: {other:?}"),
+    }
+
+    write_raw(&eq, sys::FI_CONNECTED, &cm, cm_len + 4);
+    match eq.read(&mut buf).unwrap() {
+        EqRead::Event(Event::Connected(c)) => {
+            assert_eq!((c.fid, c.data), (eq.fid(), &cm.data[..4]))
+        }
+        other => panic!("FI_CONNECTED: {other:?}"),
+    }
+    write_raw(&eq, sys::FI_SHUTDOWN, &cm, cm_len);
+    match eq.read(&mut buf).unwrap() {
+        EqRead::Event(Event::Shutdown(c)) => assert_eq!((c.fid, c.data), (eq.fid(), &[][..])),
+        other => panic!("FI_SHUTDOWN: {other:?}"),
+    }
+
+    // Shorter than its type: FI_EIO, for a read and a peek, and the entry
+    // is gone after the read.
+    for (event, len) in [
+        (sys::FI_NOTIFY, whole - 1),
+        (sys::FI_MR_COMPLETE, 8),
+        (sys::FI_CONNREQ, cm_len - 1),
+        (sys::FI_CONNECTED, 8),
+        (sys::FI_SHUTDOWN, 1),
+    ] {
+        write_raw(&eq, event, &cm, len);
+        for peek in [true, false] {
+            let read = if peek {
+                eq.peek(&mut buf)
+            } else {
+                eq.read(&mut buf)
+            };
+            match read {
+                Err(Error::Call { errno, .. }) => assert_eq!(errno, Errno::IO, "peek {peek}"),
+                other => panic!("peek {peek}, event {event}, {len} bytes: {other:?}"),
+            }
+        }
+    }
+
+    write_raw(&eq, 1000, &entry, 8);
+    match eq.read(&mut buf).unwrap() {
+        EqRead::Event(Event::Unknown { event, bytes }) => {
+            assert_eq!((event, bytes.len()), (1000, 8));
+            assert_eq!(bytes, &(fid as usize).to_ne_bytes()[..]);
+        }
+        other => panic!("an unnamed event: {other:?}"),
+    }
+    assert!(matches!(eq.read(&mut buf).unwrap(), EqRead::Empty));
+}
