@@ -644,6 +644,9 @@ fn c_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, 
 fn rust_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
     let mut buf = EventBuf::new();
     let data = c::connreq_data();
+    let Some(last) = data.checked_sub(1) else {
+        return Err("the C writer queues no connection data".into());
+    };
     let mut total = 0;
     let mut done = 0;
     while done < iters {
@@ -653,8 +656,7 @@ fn rust_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64
         for j in 0..n {
             match q.eq.read(&mut buf) {
                 Ok(EqRead::Event(Event::UnownedConnReq(r)))
-                    if r.data.len() == data
-                        && r.data[data - 1] == (j as usize + data - 1) as u8 => {}
+                    if r.data.len() == data && r.data[last] == (j as usize + last) as u8 => {}
                 other => return Err(format!("fi_eq_read of a queued CONNREQ gave {other:?}")),
             }
         }
