@@ -1709,8 +1709,14 @@ impl<T: ThreadModel> Endpoint<T> {
     /// still be posted, and come back flushed or when the endpoint closes.
     /// It may be called again, and after the peer shut the connection down.
     ///
+    /// Not on sockets, whose `fi_shutdown` closes the connection's socket
+    /// a second time after its connection manager did or before the
+    /// endpoint's close does (closing whatever the process opened under
+    /// that number in between): close the endpoint instead.
+    ///
     /// # Errors
-    /// [`Error::State`] before a connect or accept.
+    /// [`Error::State`] before a connect or accept;
+    /// [`Error::Unsupported`] on sockets (after that check).
     #[doc(alias = "fi_shutdown")]
     pub fn shutdown(&self) -> Result<()> {
         self.take_in_events();
@@ -1719,6 +1725,12 @@ impl<T: ThreadModel> Endpoint<T> {
             return Err(Error::State {
                 call: "fi_shutdown",
                 reason: "the endpoint has not connected or accepted",
+            });
+        }
+        if crate::quirks::shutdown_closes_twice(self.inner.info.provider()) {
+            return Err(Error::Unsupported {
+                call: "fi_shutdown",
+                reason: "sockets closes the connection's socket in fi_shutdown and again in its connection manager or at the endpoint's close, which closes whatever the process opened under that number meanwhile: close the endpoint instead",
             });
         }
         // From here transfers are refused: the connection is going away

@@ -12,6 +12,25 @@ pub(crate) fn keeps_closed_endpoints_in_waits(provider: &str) -> bool {
     provider.contains("ofi_rxm") || provider.contains("ofi_rxd") || provider == "shm"
 }
 
+/// Whether the provider's `fi_shutdown` closes the connection's socket
+/// while its connection manager keeps the number and closes it again: the
+/// second close hits whatever the process opened under that number in
+/// between (a socket of another connection, a file). sockets'
+/// `sock_ep_cm_shutdown` closes `ep->attr->cm.sock`
+/// (`prov/sockets/src/sock_ep_msg.c` 628 in 1.22), the fd of the
+/// connection's handle (set at 419 and 616), and leaves the handle's
+/// `sock_fd` as it was; the endpoint's close then closes that
+/// (`sock_ep_cm_wait_handle_finalized`, 1276-1289, through
+/// `sock_ep_cm_unmonitor_handle_locked`, 267-269), and so does the peer's
+/// shutdown or a hang-up read by the connection manager (346, 1147-1152),
+/// after which `fi_shutdown` closes the number once more. Measured on
+/// 1.17: a connection of a concurrent test lost its request or its
+/// response (in about one run in ten), and the close of its endpoint then
+/// waited for ever.
+pub(crate) fn shutdown_closes_twice(provider: &str) -> bool {
+    provider == "sockets"
+}
+
 /// Whether the provider gives an endpoint that maps a peer of the same
 /// process the peer's own mapping of its region, which the peer's close
 /// unmaps, so that the entry dangles once the peer closed: shm looks the

@@ -303,7 +303,10 @@ fn a_wait_for_a_completion_ends_when_the_peer_goes_away() {
     });
     let pool = server.buffer_pool(1, 64).unwrap();
     server.recv(pool.take().unwrap()).unwrap();
-    client.endpoint().shutdown().expect("fi_shutdown");
+    // sockets' fi_shutdown is refused: the close alone ends it there.
+    if provider() != "sockets" {
+        client.endpoint().shutdown().expect("fi_shutdown");
+    }
     drop(client);
     let started = Instant::now();
     match server.wait_one(&pool, Some(Duration::from_secs(20))) {
@@ -328,7 +331,9 @@ fn an_async_wait_for_a_completion_ends_when_the_peer_goes_away() {
         let (server, client) = async_pair(&listener, &peer).await;
         let pool = server.buffer_pool(1, 64).unwrap();
         server.recv(pool.take().unwrap()).unwrap();
-        client.get_ref().endpoint().shutdown().expect("fi_shutdown");
+        if provider() != "sockets" {
+            client.get_ref().endpoint().shutdown().expect("fi_shutdown");
+        }
         drop(client);
         let ended = tokio::time::timeout(Duration::from_secs(20), server.next(&pool))
             .await

@@ -465,3 +465,21 @@ pub fn multi_recv_provider() -> String {
         format!("{p};ofi_rxm")
     }
 }
+
+/// `Endpoint::shutdown`, or `false` on sockets, where it is refused (its
+/// `fi_shutdown` closes the connection's socket twice): checks that it is
+/// refused with `Error::Unsupported` and prints the SKIP line of the
+/// calling test.
+pub fn shut_down<T: libfabric::ThreadModel>(ep: &Endpoint<T>) -> bool {
+    if provider() == "sockets" {
+        let e = ep.shutdown().unwrap_err();
+        assert!(matches!(e, libfabric::Error::Unsupported { .. }), "{e}");
+        println!(
+            "SKIP {}: provider sockets: fi_shutdown closes the connection's socket twice (refused: {e})",
+            test_name()
+        );
+        return false;
+    }
+    ep.shutdown().unwrap();
+    true
+}
