@@ -447,11 +447,15 @@ pub fn connect<F: Format>(link: &mut Link<F>) -> Res<()> {
 
 /// MSG endpoints: `fi_shutdown` on the client; both sides wait for their
 /// `FI_SHUTDOWN` (the server reads its CQs meanwhile, which is what makes
-/// the tcp provider deliver it).
+/// the tcp provider deliver it). Not on sockets, where the crate refuses
+/// `fi_shutdown` (see `Endpoint::shutdown`): the close ends the connection.
 pub fn shutdown<F: Format>(link: &Link<F>, initiate: bool) -> Res<()> {
     let Some(eq) = &link.eq else {
         return Ok(());
     };
+    if link.ep.info().provider() == "sockets" {
+        return Ok(());
+    }
     if initiate {
         link.ep.shutdown()?;
     }
