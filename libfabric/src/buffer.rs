@@ -626,7 +626,12 @@ impl BufferPool {
         self.inner.key
     }
 
-    /// The slot and context parity an operation context names.
+    /// The slot and context parity an operation context names. The slot
+    /// is checked against the states, of which there are exactly
+    /// `contexts.len() / CONTEXTS_PER_SLOT` (`BufferPool::new`): the
+    /// context is one of the pool's, and indexing the states with the slot
+    /// needs no second check.
+    #[inline(always)]
     fn slot_of(&self, context: *mut c_void) -> Option<(usize, usize)> {
         let base = self.inner.table.contexts.as_ptr() as usize;
         let size = std::mem::size_of::<SlotContext>();
@@ -635,8 +640,8 @@ impl BufferPool {
             return None;
         }
         let index = (addr - base) / size;
-        (index < self.inner.table.contexts.len())
-            .then_some((index / CONTEXTS_PER_SLOT, index % CONTEXTS_PER_SLOT))
+        let slot = index / CONTEXTS_PER_SLOT;
+        (slot < self.inner.table.states.len()).then_some((slot, index % CONTEXTS_PER_SLOT))
     }
 
     #[inline]
@@ -653,10 +658,25 @@ impl BufferPool {
         let Some((slot, parity)) = self.slot_of(context) else {
             return Reclaimed::default();
         };
-        let state = &self.inner.table.states[slot];
+        self.complete_slot(&self.inner.table.states[slot], slot, parity, || outcome)
+    }
+
+    /// [`complete`](Self::complete) of the operation posted on `slot`
+    /// (checked: `slot_of`), whose state word is `state`, with context
+    /// `parity`; `outcome` is asked for only by a multi-receive's.
+    #[inline(always)]
+    fn complete_slot(
+        &self,
+        state: &AtomicU64,
+        slot: usize,
+        parity: usize,
+        outcome: impl FnOnce() -> Outcome,
+    ) -> Reclaimed {
+        // In flight, posted with this context: kind and parity at once.
+        let posted = IN_FLIGHT | ((parity as u64) << 2);
         let mut current = state.load(Ordering::Acquire);
         loop {
-            if current & KIND != IN_FLIGHT || self::parity(current) != parity {
+            if current & (KIND | PARITY) != posted {
                 // Reclaimed already, never posted with this context, or a
                 // completion of an operation already taken back from its
                 // closed endpoint (the context is stale): nothing to hand
@@ -665,7 +685,7 @@ impl BufferPool {
                 return Reclaimed::default();
             }
             if current & MULTI != 0 {
-                return self.complete_multi(slot, parity, outcome);
+                return self.complete_multi(slot, parity, outcome());
             }
             // The operation posted with this context: its buffer.
             let owned = (current & !KIND) | OWNED;
@@ -846,6 +866,7 @@ impl BufferPool {
     /// buffer when that completion gives it back.
     ///
     /// [`Endpoint::recv_multi`]: crate::Endpoint::recv_multi
+    #[inline]
     pub fn reclaim<E: CompletionEntry>(&self, entry: &E) -> Option<Buffer> {
         self.reclaim_received(entry).buffer
     }
@@ -868,13 +889,18 @@ impl BufferPool {
     ///     }
     /// }
     /// ```
+    #[inline]
     pub fn reclaim_received<E: CompletionEntry>(&self, entry: &E) -> Reclaimed {
-        let context = entry.context() as *mut c_void;
-        if self.slot_of(context).is_none() {
+        let Some((slot, parity)) = self.slot_of(entry.context() as *mut c_void) else {
             return Reclaimed::default();
-        }
-        let outcome = entry.members(crate::wait::sealed::Token(())).outcome();
-        self.complete(entry.take_context(crate::wait::sealed::Token(())), outcome)
+        };
+        // Indexed before the context is taken: the store to the entry
+        // would otherwise have the states' length loaded again.
+        let state = &self.inner.table.states[slot];
+        entry.take_context(crate::wait::sealed::Token(()));
+        self.complete_slot(state, slot, parity, || {
+            entry.members(crate::wait::sealed::Token(())).outcome()
+        })
     }
 
     /// [`reclaim`](Self::reclaim) for an error completion (for example a
@@ -882,10 +908,11 @@ impl BufferPool {
     /// multi-receive ends it: its buffer comes back once no message of it
     /// is held.
     pub fn reclaim_err(&self, err: &mut CqError<'_>) -> Option<Buffer> {
-        let context = err.context() as *mut c_void;
-        self.slot_of(context)?;
+        let (slot, parity) = self.slot_of(err.context() as *mut c_void)?;
+        let state = &self.inner.table.states[slot];
+        err.take_context();
         let outcome = err.outcome();
-        self.complete(err.take_context(), outcome).buffer
+        self.complete_slot(state, slot, parity, || outcome).buffer
     }
 }
 

@@ -807,9 +807,22 @@ macro_rules! post {
         if ret == 0 {
             Ok(())
         } else {
-            Err((posted.refused(), Error::from_ret($call, ret)))
+            $crate::ep::post_refused(posted, $call, ret)
         }
     }};
+}
+
+/// A post the provider refused (`ret`, not 0): no completion will come,
+/// so the buffer comes back with the call's error. Out of line, so that
+/// the post saves no registers for it.
+#[cold]
+#[inline(never)]
+pub(crate) fn post_refused<R: crate::error::Ret>(
+    posted: crate::buffer::Posted,
+    call: &'static str,
+    ret: R,
+) -> Handback<Buffer> {
+    Err((posted.refused(), Error::from_ret(call, ret)))
 }
 
 #[cold]
@@ -883,9 +896,37 @@ fn foreign_buffer(call: &'static str) -> Error {
     }
 }
 
+/// Why remote CQ data is refused, as `Endpoint::cq_data_fits` finds it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CqDataFault {
+    /// The domain's `cq_data_size` is 0.
+    NoCqData,
+    /// The data does not fit the domain's `cq_data_size` (these bytes).
+    TooLarge(usize),
+}
+
+impl CqDataFault {
+    /// The error of this fault for `data` given to `call`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn error(self, call: &'static str, data: u64) -> Error {
+        match self {
+            CqDataFault::NoCqData => Error::State {
+                call,
+                reason: "the domain carries no remote CQ data (cq_data_size is 0)",
+            },
+            CqDataFault::TooLarge(bytes) => Error::TooLarge {
+                what: "remote CQ data (domain cq_data_size bytes)",
+                limit: (1usize << (bytes * 8)) - 1,
+                given: data as usize,
+            },
+        }
+    }
+}
+
 #[cold]
 #[inline(never)]
-fn bad_address(call: &'static str, addr: Addr) -> Error {
+pub(crate) fn bad_address(call: &'static str, addr: Addr) -> Error {
     Error::InvalidArgument(
         format!("{call}: {addr:?} is not an address of the endpoint's address vector").into(),
     )
@@ -1056,12 +1097,20 @@ impl<T: ThreadModel> Endpoint<T> {
     /// recorded there stops this post (one load when there is none).
     #[inline(always)]
     fn ready(&self, call: &'static str, need: u32) -> Result<()> {
+        self.ready_state(need)
+            .map_err(|state| not_ready(call, state, need))
+    }
+
+    /// [`ready`](Self::ready)'s check, giving the state found when it
+    /// fails (for `not_ready` to explain).
+    #[inline(always)]
+    fn ready_state(&self, need: u32) -> std::result::Result<(), u32> {
         if !T::LOCKED {
             self.take_in_events();
         }
         let state = self.inner.state.load(Ordering::Acquire);
         if state & (need | DISCONNECTED) != need {
-            return Err(not_ready(call, state, need));
+            return Err(state);
         }
         Ok(())
     }
@@ -1085,11 +1134,19 @@ impl<T: ThreadModel> Endpoint<T> {
     /// connected ones, which are given `FI_ADDR_UNSPEC`.
     #[inline(always)]
     fn check_peer(&self, call: &'static str, addr: Addr, unspec_ok: bool) -> Result<u64> {
+        self.live_peer(addr, unspec_ok)
+            .ok_or_else(|| bad_address(call, addr))
+    }
+
+    /// [`check_peer`](Self::check_peer)'s check: the address to give the
+    /// provider, or `None` for one that is not a live entry.
+    #[inline(always)]
+    fn live_peer(&self, addr: Addr, unspec_ok: bool) -> Option<u64> {
         if !self.inner.connectionless {
-            return Ok(sys::FI_ADDR_UNSPEC);
+            return Some(sys::FI_ADDR_UNSPEC);
         }
         if unspec_ok && addr == Addr::UNSPEC {
-            return Ok(addr.0);
+            return Some(addr.0);
         }
         match self.inner.av.get() {
             Some(av) if av.is_live(addr) => {
@@ -1097,9 +1154,9 @@ impl<T: ThreadModel> Endpoint<T> {
                 if self.inner.posted_to.load(Ordering::Relaxed) & bit == 0 {
                     self.inner.posted_to.fetch_or(bit, Ordering::Relaxed);
                 }
-                Ok(addr.0)
+                Some(addr.0)
             }
-            _ => Err(bad_address(call, addr)),
+            _ => None,
         }
     }
 
@@ -2216,19 +2273,20 @@ impl<T: ThreadModel> Endpoint<T> {
     }
 
     fn check_cq_data(&self, call: &'static str, data: u64) -> Result<()> {
+        self.cq_data_fits(data)
+            .map_err(|fault| fault.error(call, data))
+    }
+
+    /// [`check_cq_data`](Self::check_cq_data)'s check, the fault told as
+    /// a [`CqDataFault`].
+    #[inline(always)]
+    pub(crate) fn cq_data_fits(&self, data: u64) -> std::result::Result<(), CqDataFault> {
         let bytes = self.inner.cq_data_size;
         if bytes == 0 {
-            return Err(Error::State {
-                call,
-                reason: "the domain carries no remote CQ data (cq_data_size is 0)",
-            });
+            return Err(CqDataFault::NoCqData);
         }
         if bytes < 8 && data >> (bytes * 8) != 0 {
-            return Err(Error::TooLarge {
-                what: "remote CQ data (domain cq_data_size bytes)",
-                limit: (1usize << (bytes * 8)) - 1,
-                given: data as usize,
-            });
+            return Err(CqDataFault::TooLarge(bytes));
         }
         Ok(())
     }

@@ -1269,25 +1269,24 @@ impl RemoteRegion {
     /// 64 bits.
     #[inline]
     pub fn address_of(&self, offset: u64, len: usize) -> Result<u64> {
+        self.range(offset, len)
+            .map(|(addr, _)| addr)
+            .map_err(|fault| fault.error(self))
+    }
+
+    /// [`address_of`](Self::address_of)'s checks: the address and the
+    /// end's (`addr + offset + len`), or the fault as a [`RemoteFault`].
+    #[inline(always)]
+    fn range(&self, offset: u64, len: usize) -> std::result::Result<(u64, u64), RemoteFault> {
         let end = match offset.checked_add(len as u64) {
             Some(end) if end <= self.len => end,
-            end => return Err(self.past_the_end(end)),
+            end => return Err(RemoteFault::PastTheEnd(end)),
         };
         // addr + offset + len is addr + end: when that fits, so does
         // addr + offset.
         match self.addr.checked_add(end) {
-            Some(_) => Ok(self.addr + offset),
-            None => Err(address_overflow()),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn past_the_end(&self, end: Option<u64>) -> Error {
-        Error::TooLarge {
-            what: "offset + length in the remote region",
-            limit: usize::try_from(self.len).unwrap_or(usize::MAX),
-            given: end.map_or(usize::MAX, |e| usize::try_from(e).unwrap_or(usize::MAX)),
+            Some(end_addr) => Ok((self.addr + offset, end_addr)),
+            None => Err(RemoteFault::Overflow),
         }
     }
 
@@ -1301,11 +1300,68 @@ impl RemoteRegion {
     /// 2^64 would wrap to an address outside the region and pass.
     #[inline]
     pub(crate) fn target_address(&self, offset: u64, len: usize, mr_mode: i32) -> Result<u64> {
-        let addr = self.address_of(offset, len)?;
-        if mr_mode & sys::FI_MR_VIRT_ADDR == 0 && addr + len as u64 > isize::MAX as u64 {
-            return Err(past_any_offset_region());
+        self.target_range(offset, len, max_target_end(mr_mode))
+            .map_err(|fault| fault.error(self))
+    }
+
+    /// [`target_address`](Self::target_address)'s checks, with the end
+    /// allowed ([`max_target_end`]) worked out beforehand; the fault told
+    /// as a [`RemoteFault`] (for [`RemoteFault::error`] to explain out of
+    /// line).
+    #[inline(always)]
+    pub(crate) fn target_range(
+        &self,
+        offset: u64,
+        len: usize,
+        max_end: u64,
+    ) -> std::result::Result<u64, RemoteFault> {
+        let (addr, end_addr) = self.range(offset, len)?;
+        if end_addr > max_end {
+            return Err(RemoteFault::PastAnyOffsetRegion);
         }
         Ok(addr)
+    }
+}
+
+/// The highest end (`addr + offset + len`) a remote range may have in a
+/// domain of `mr_mode`: `isize::MAX` where regions are addressed by offset
+/// (no `FI_MR_VIRT_ADDR`, see [`RemoteRegion::target_address`]), else any.
+#[must_use]
+pub(crate) fn max_target_end(mr_mode: i32) -> u64 {
+    if mr_mode & sys::FI_MR_VIRT_ADDR == 0 {
+        isize::MAX as u64
+    } else {
+        u64::MAX
+    }
+}
+
+/// Why a range of a [`RemoteRegion`] is refused, as its checks find it;
+/// [`error`](Self::error) says it as an [`Error`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RemoteFault {
+    /// `offset + len` (`None`: past 2^64) is past the region's length.
+    PastTheEnd(Option<u64>),
+    /// `addr + offset + len` overflows 64 bits.
+    Overflow,
+    /// The end is past `isize::MAX` in a domain that addresses regions by
+    /// offset.
+    PastAnyOffsetRegion,
+}
+
+impl RemoteFault {
+    /// The error of this fault in `region`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn error(self, region: &RemoteRegion) -> Error {
+        match self {
+            RemoteFault::PastTheEnd(end) => Error::TooLarge {
+                what: "offset + length in the remote region",
+                limit: usize::try_from(region.len).unwrap_or(usize::MAX),
+                given: end.map_or(usize::MAX, |e| usize::try_from(e).unwrap_or(usize::MAX)),
+            },
+            RemoteFault::Overflow => address_overflow(),
+            RemoteFault::PastAnyOffsetRegion => past_any_offset_region(),
+        }
     }
 }
 

@@ -2,12 +2,14 @@
 //! the provider, as with sends; the remote side a [`RemoteRegion`] and an
 //! offset into it, checked before the call.
 
-use super::{Endpoint, CONNECTED, ENABLED, TX_CQ};
+use super::{
+    bad_address, foreign_buffer, not_ready, CqDataFault, Endpoint, CONNECTED, ENABLED, TX_CQ,
+};
 use crate::buffer::Buffer;
 use crate::cq::Addr;
 use crate::error::{check, Error, Handback, Result};
 use crate::info::{Caps, InfoEntry};
-use crate::mr::RemoteRegion;
+use crate::mr::{RemoteFault, RemoteRegion};
 use libfabric_sys::fabric as sys;
 
 /// What an RMA post needs of the endpoint: enabled, a transmit queue (RMA
@@ -26,8 +28,9 @@ pub(crate) struct RmaFacts {
     roles: Caps,
     /// `ep_attr->max_msg_size`.
     max_len: usize,
-    /// The domain's `mr_mode` (whether remote addresses are virtual).
-    mr_mode: i32,
+    /// The highest end of a remote range the domain's `mr_mode` allows
+    /// (`crate::mr::max_target_end`).
+    max_end: u64,
 }
 
 impl RmaFacts {
@@ -48,7 +51,7 @@ impl RmaFacts {
             capable,
             roles: if unchecked { Caps::empty() } else { capable },
             max_len: info.max_msg_size(),
-            mr_mode: domain.mr_mode(),
+            max_end: crate::mr::max_target_end(domain.mr_mode()),
         }
     }
 }
@@ -69,33 +72,124 @@ fn bad_rma_length(call: &'static str, len: usize, max_len: usize) -> Error {
     }
 }
 
+/// Why an RMA post is refused before the provider is called, as its
+/// checks find it: each check gives its fault in one place, and
+/// `Endpoint::rma_error`, out of line, says it as an [`Error`].
+#[derive(Clone, Copy)]
+enum RmaFault {
+    /// The buffer is registered with another domain.
+    ForeignBuffer,
+    /// `len` is over the buffer's length.
+    BufferTooSmall,
+    /// The endpoint may not post this role (`Endpoint::rma_refused`).
+    Refused,
+    /// The endpoint is not ready: its state then.
+    NotReady(u32),
+    /// `len` is 0 or over `max_msg_size`.
+    Length,
+    /// The remote range.
+    Remote(RemoteFault),
+    /// `dest` is not a live entry of the address vector.
+    Peer,
+    /// The remote CQ data does not fit.
+    CqData(CqDataFault),
+}
+
+impl From<RemoteFault> for RmaFault {
+    #[inline(always)]
+    fn from(fault: RemoteFault) -> Self {
+        RmaFault::Remote(fault)
+    }
+}
+
+/// What an RMA post was given, for its refusal to be explained.
+#[derive(Clone, Copy)]
+struct RmaArgs<'a> {
+    call: &'static str,
+    initiator: Caps,
+    len: usize,
+    remote: &'a RemoteRegion,
+    dest: Addr,
+    data: u64,
+}
+
 impl<T: crate::threading::ThreadModel> Endpoint<T> {
     /// The checks every RMA call makes before the provider is called: the
     /// endpoint's state and capability, the provider's own checks at the
     /// target, the length against the provider's limit and the remote
     /// region, and the peer. Returns the remote address and the peer's.
-    /// Inlined into each post: what is left out of line is the errors.
+    /// Inlined into each post: what is left out of line is the errors
+    /// (`rma_error`).
     #[inline(always)]
     fn check_rma(
         &self,
-        call: &'static str,
         initiator: Caps,
         len: usize,
         remote: &RemoteRegion,
         offset: u64,
         dest: Addr,
-    ) -> Result<(u64, u64)> {
+    ) -> std::result::Result<(u64, u64), RmaFault> {
         let facts = &self.inner.rma;
         if !facts.roles.contains(initiator) {
-            return Err(self.rma_refused(call, initiator));
+            return Err(RmaFault::Refused);
         }
-        self.ready(call, RMA_READY)?;
+        self.ready_state(RMA_READY).map_err(RmaFault::NotReady)?;
         if len == 0 || len > facts.max_len {
-            return Err(bad_rma_length(call, len, facts.max_len));
+            return Err(RmaFault::Length);
         }
-        let addr = remote.target_address(offset, len, facts.mr_mode)?;
-        let dest = self.check_peer(call, dest, false)?;
+        let addr = remote.target_range(offset, len, facts.max_end)?;
+        let dest = self.live_peer(dest, false).ok_or(RmaFault::Peer)?;
         Ok((addr, dest))
+    }
+
+    /// The checks of an RMA with a buffer: the buffer's domain and its
+    /// length, then those of [`check_rma`](Self::check_rma).
+    #[inline(always)]
+    fn check_rma_buffer(
+        &self,
+        initiator: Caps,
+        buffer: &Buffer,
+        len: usize,
+        remote: &RemoteRegion,
+        offset: u64,
+        dest: Addr,
+    ) -> std::result::Result<(u64, u64), RmaFault> {
+        if !buffer.of_domain(&self.inner.domain) {
+            return Err(RmaFault::ForeignBuffer);
+        }
+        if len > buffer.len() {
+            return Err(RmaFault::BufferTooSmall);
+        }
+        self.check_rma(initiator, len, remote, offset, dest)
+    }
+
+    /// The error of an RMA post refused with `fault`.
+    #[cold]
+    #[inline(never)]
+    fn rma_error(&self, fault: RmaFault, args: &RmaArgs<'_>, buffer_len: usize) -> Error {
+        let call = args.call;
+        match fault {
+            RmaFault::ForeignBuffer => foreign_buffer(call),
+            RmaFault::BufferTooSmall => Error::BufferTooSmall {
+                what: "RMA length",
+                needed: args.len,
+                given: buffer_len,
+            },
+            RmaFault::Refused => self.rma_refused(call, args.initiator),
+            RmaFault::NotReady(state) => not_ready(call, state, RMA_READY),
+            RmaFault::Length => bad_rma_length(call, args.len, self.inner.rma.max_len),
+            RmaFault::Remote(fault) => fault.error(args.remote),
+            RmaFault::Peer => bad_address(call, args.dest),
+            RmaFault::CqData(fault) => fault.error(call, args.data),
+        }
+    }
+
+    /// An RMA post refused with `fault`: the buffer back, with its error.
+    #[cold]
+    #[inline(never)]
+    fn refuse_rma(&self, fault: RmaFault, args: &RmaArgs<'_>, buffer: Buffer) -> Handback<Buffer> {
+        let error = self.rma_error(fault, args, buffer.len());
+        Err((buffer, error))
     }
 
     /// Why the endpoint may not post an RMA of role `initiator`: the
@@ -119,31 +213,6 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
                    or bounds; ask for an RMA ordering (Hints::msg_order with FI_ORDER_RAW \
                    or another FI_ORDER_R*/W* bit) to have the peer check them",
         }
-    }
-
-    /// The checks of an RMA with a buffer: those of [`check_rma`], the
-    /// buffer's domain and its length.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn check_rma_buffer(
-        &self,
-        call: &'static str,
-        initiator: Caps,
-        buffer: &Buffer,
-        len: usize,
-        remote: &RemoteRegion,
-        offset: u64,
-        dest: Addr,
-    ) -> Result<(u64, u64)> {
-        self.check_buffer(call, buffer)?;
-        if len > buffer.len() {
-            return Err(Error::BufferTooSmall {
-                what: "RMA length",
-                needed: len,
-                given: buffer.len(),
-            });
-        }
-        self.check_rma(call, initiator, len, remote, offset, dest)
     }
 
     /// `fi_write`: writes the first `len` bytes of `buffer` into the peer's
@@ -220,18 +289,21 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
         offset: u64,
         dest: Addr,
     ) -> Handback<Buffer> {
-        let (addr, dest) = match self.check_rma_buffer(
-            "fi_write",
-            Caps::WRITE,
-            &buffer,
-            len,
-            remote,
-            offset,
-            dest,
-        ) {
-            Ok(checked) => checked,
-            Err(error) => return Err((buffer, error)),
-        };
+        let (addr, dest) =
+            match self.check_rma_buffer(Caps::WRITE, &buffer, len, remote, offset, dest) {
+                Ok(checked) => checked,
+                Err(fault) => {
+                    let args = RmaArgs {
+                        call: "fi_write",
+                        initiator: Caps::WRITE,
+                        len,
+                        remote,
+                        dest,
+                        data: 0,
+                    };
+                    return self.refuse_rma(fault, &args, buffer);
+                }
+            };
         // fi_rma(3): the local buffer (registered: desc) is read until the
         // completion; the remote range was checked against the region.
         post!(self, "fi_write", false, buffer, |p| sys::fi_write(
@@ -262,18 +334,21 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
         offset: u64,
         dest: Addr,
     ) -> Handback<Buffer> {
-        let (addr, dest) = match self.check_rma_buffer(
-            "fi_read",
-            Caps::READ,
-            &buffer,
-            len,
-            remote,
-            offset,
-            dest,
-        ) {
-            Ok(checked) => checked,
-            Err(error) => return Err((buffer, error)),
-        };
+        let (addr, dest) =
+            match self.check_rma_buffer(Caps::READ, &buffer, len, remote, offset, dest) {
+                Ok(checked) => checked,
+                Err(fault) => {
+                    let args = RmaArgs {
+                        call: "fi_read",
+                        initiator: Caps::READ,
+                        len,
+                        remote,
+                        dest,
+                        data: 0,
+                    };
+                    return self.refuse_rma(fault, &args, buffer);
+                }
+            };
         // fi_rma(3): the provider writes at most len bytes into the local
         // buffer (registered: desc), which it owns until the completion.
         post!(self, "fi_read", false, buffer, |p| sys::fi_read(
@@ -315,19 +390,25 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
         dest: Addr,
     ) -> Handback<Buffer> {
         let checked = self
-            .check_rma_buffer(
-                "fi_writedata",
-                Caps::WRITE,
-                &buffer,
-                len,
-                remote,
-                offset,
-                dest,
-            )
-            .and_then(|c| self.check_cq_data("fi_writedata", data).map(|()| c));
+            .check_rma_buffer(Caps::WRITE, &buffer, len, remote, offset, dest)
+            .and_then(|c| {
+                self.cq_data_fits(data)
+                    .map_err(RmaFault::CqData)
+                    .map(|()| c)
+            });
         let (addr, dest) = match checked {
             Ok(checked) => checked,
-            Err(error) => return Err((buffer, error)),
+            Err(fault) => {
+                let args = RmaArgs {
+                    call: "fi_writedata",
+                    initiator: Caps::WRITE,
+                    len,
+                    remote,
+                    dest,
+                    data,
+                };
+                return self.refuse_rma(fault, &args, buffer);
+            }
         };
         // fi_rma(3): as fi_write, with data within cq_data_size.
         post!(self, "fi_writedata", false, buffer, |p| sys::fi_writedata(
@@ -368,7 +449,20 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
                 given: data.len(),
             });
         }
-        let (addr, dest) = self.check_rma(call, Caps::WRITE, data.len(), remote, offset, dest)?;
+        let (addr, dest) = match self.check_rma(Caps::WRITE, data.len(), remote, offset, dest) {
+            Ok(checked) => checked,
+            Err(fault) => {
+                let args = RmaArgs {
+                    call,
+                    initiator: Caps::WRITE,
+                    len: data.len(),
+                    remote,
+                    dest,
+                    data: 0,
+                };
+                return Err(self.rma_error(fault, &args, 0));
+            }
+        };
         // SAFETY: fi_rma(3): fi_inject_write's buffer may be reused as soon
         // as the call returns; no context, no completion, no descriptor
         // needed. The endpoint is enabled with a transmit CQ and FI_RMA,
