@@ -232,6 +232,16 @@ pub(crate) fn release_unreclaimed(context: *mut c_void, outcome: Outcome) {
     }
 }
 
+/// What [`BufferPool::complete_single`] found of a completion.
+enum Completed {
+    /// The buffer of the operation, handed back.
+    Buffer(Buffer),
+    /// Nothing to hand out (see `complete_single`).
+    Nothing,
+    /// The operation is a multi-receive: for `complete_multi`.
+    Multi,
+}
+
 /// What a completion says of its operation, as a multi-receive needs it:
 /// its flags, where its data landed, and whether it failed. A completion
 /// whose members are unknown (a drained queue's) is the default: it places
@@ -672,6 +682,22 @@ impl BufferPool {
         parity: usize,
         outcome: impl FnOnce() -> Outcome,
     ) -> Reclaimed {
+        match self.complete_single(state, slot, parity) {
+            Completed::Buffer(buffer) => Reclaimed {
+                message: None,
+                buffer: Some(buffer),
+            },
+            Completed::Nothing => Reclaimed::default(),
+            Completed::Multi => self.complete_multi(slot, parity, outcome()),
+        }
+    }
+
+    /// The completion of the operation posted on `slot` with context
+    /// `parity` (see [`complete_slot`](Self::complete_slot)), as far as
+    /// it concerns a single buffer: the buffer back, nothing, or that it
+    /// is a multi-receive's (for `complete_multi`).
+    #[inline(always)]
+    fn complete_single(&self, state: &AtomicU64, slot: usize, parity: usize) -> Completed {
         // In flight, posted with this context: kind and parity at once.
         let posted = IN_FLIGHT | ((parity as u64) << 2);
         let mut current = state.load(Ordering::Acquire);
@@ -682,10 +708,10 @@ impl BufferPool {
                 // closed endpoint (the context is stale): nothing to hand
                 // out. A stale context is posted with again only once no
                 // completion naming it can surface (StaleMarks).
-                return Reclaimed::default();
+                return Completed::Nothing;
             }
             if current & MULTI != 0 {
-                return self.complete_multi(slot, parity, outcome());
+                return Completed::Multi;
             }
             // The operation posted with this context: its buffer.
             let owned = (current & !KIND) | OWNED;
@@ -699,13 +725,23 @@ impl BufferPool {
         // (the Buffer was forgotten); this takes it back, once, guarded by
         // the IN_FLIGHT -> OWNED transition above.
         let pool = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
-        Reclaimed {
-            message: None,
-            buffer: Some(Buffer {
-                pool,
-                slot: slot as u32,
-            }),
-        }
+        Completed::Buffer(Buffer {
+            pool,
+            slot: slot as u32,
+        })
+    }
+
+    /// The slot (its state word, index and context parity) a completion
+    /// entry names, its context taken; `None` for an entry of no slot of
+    /// this pool, whose context is left.
+    #[inline(always)]
+    fn take_slot<E: CompletionEntry>(&self, entry: &E) -> Option<(&AtomicU64, usize, usize)> {
+        let (slot, parity) = self.slot_of(entry.context() as *mut c_void)?;
+        // Indexed before the context is taken: the store to the entry
+        // would otherwise have the states' length loaded again.
+        let state = &self.inner.table.states[slot];
+        entry.take_context(crate::wait::sealed::Token(()));
+        Some((state, slot, parity))
     }
 
     /// A completion of the multi-receive posted on `slot` with context
@@ -866,9 +902,17 @@ impl BufferPool {
     /// buffer when that completion gives it back.
     ///
     /// [`Endpoint::recv_multi`]: crate::Endpoint::recv_multi
-    #[inline]
+    #[inline(always)]
     pub fn reclaim<E: CompletionEntry>(&self, entry: &E) -> Option<Buffer> {
-        self.reclaim_received(entry).buffer
+        let (state, slot, parity) = self.take_slot(entry)?;
+        match self.complete_single(state, slot, parity) {
+            Completed::Buffer(buffer) => Some(buffer),
+            Completed::Nothing => None,
+            Completed::Multi => {
+                let outcome = entry.members(crate::wait::sealed::Token(())).outcome();
+                self.complete_multi(slot, parity, outcome).buffer
+            }
+        }
     }
 
     /// What a completion hands back: the buffer of a send or receive; the
@@ -891,13 +935,9 @@ impl BufferPool {
     /// ```
     #[inline]
     pub fn reclaim_received<E: CompletionEntry>(&self, entry: &E) -> Reclaimed {
-        let Some((slot, parity)) = self.slot_of(entry.context() as *mut c_void) else {
+        let Some((state, slot, parity)) = self.take_slot(entry) else {
             return Reclaimed::default();
         };
-        // Indexed before the context is taken: the store to the entry
-        // would otherwise have the states' length loaded again.
-        let state = &self.inner.table.states[slot];
-        entry.take_context(crate::wait::sealed::Token(()));
         self.complete_slot(state, slot, parity, || {
             entry.members(crate::wait::sealed::Token(())).outcome()
         })

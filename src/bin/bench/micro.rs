@@ -187,7 +187,7 @@ impl RmaPairs {
         };
         // One write, so that a connection made on first use is made.
         let buf = pairs.pool_a.take().ok_or("no buffer")?;
-        let buf = pairs.one(buf, RmaOp::Write, 0)?;
+        let buf = pairs.one(buf, RmaOp::Write, 0, &mut Default::default())?;
         *pairs.buf.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(buf);
         Ok(pairs)
     }
@@ -195,13 +195,20 @@ impl RmaPairs {
     /// One RMA of `op` from a into b's region, as `bl_rma_one`: posted
     /// (retried while the provider says -FI_EAGAIN), its completion at a,
     /// b's queue read while there is none; for writedata also b's remote CQ
-    /// data completion, whose data must be `data`. Errors leave through
-    /// cold functions, as the C side's returns do.
+    /// data completion, whose data must be `data`. `entry` is where the
+    /// queues are read into (as `bl_rma_one`'s, it holds nothing between
+    /// calls). Errors leave through cold functions, as the C side's
+    /// returns do.
     #[inline(always)]
-    fn one(&self, buf: Buffer, op: RmaOp, data: u64) -> Result<Buffer, String> {
+    fn one(
+        &self,
+        buf: Buffer,
+        op: RmaOp,
+        data: u64,
+        entry: &mut [DataEntry; 1],
+    ) -> Result<Buffer, String> {
         let ep = self.a.endpoint();
         let mut buf = buf;
-        let mut entry: [DataEntry; 1] = Default::default();
         loop {
             let posted = match op {
                 RmaOp::Write => ep.write(buf, RMA_SIZE, &self.remote, 0, self.to_b),
@@ -212,11 +219,11 @@ impl RmaPairs {
                 Ok(()) => break,
                 Err((back, e)) if e.is_again() => {
                     buf = back;
-                    match self.a.cq().read(&mut entry) {
+                    match self.a.cq().read(entry) {
                         Ok(CqRead::Empty) => {}
                         _ => return Err(unexpected("a's queue while a post is refused")),
                     }
-                    match self.b.cq().read(&mut entry) {
+                    match self.b.cq().read(entry) {
                         Ok(CqRead::Empty | CqRead::Completions(_)) => {}
                         _ => return Err(unexpected("b's queue")),
                     }
@@ -224,44 +231,56 @@ impl RmaPairs {
                 Err((_, e)) => return Err(post_failed(e)),
             }
         }
-        let mut back = None;
         let mut b_done = op != RmaOp::WriteData;
-        while back.is_none() || !b_done {
-            if back.is_none() {
-                match self.a.cq().read(&mut entry) {
-                    Ok(CqRead::Completions(done)) => {
-                        back = self.pool_a.reclaim(&done[0]);
-                        if back.is_none() {
-                            return Err(unexpected("a completion of another operation"));
-                        }
-                        continue;
-                    }
-                    Ok(CqRead::Empty) => {}
-                    _ => return Err(unexpected("a's queue")),
-                }
-            }
-            match self.b.cq().read(&mut entry) {
-                Ok(CqRead::Completions(done)) => {
-                    let e = &done[0];
-                    if b_done
-                        || !e.flags().contains(CompletionFlags::REMOTE_CQ_DATA)
-                        || e.data() != data
-                    {
-                        return Err(unexpected("a completion at the target"));
-                    }
-                    if let Some(rx) = self.pool_b.reclaim(e) {
-                        drop(done);
-                        if let Err((_, e)) = self.b.endpoint().recv(rx) {
-                            return Err(post_failed(e));
-                        }
-                    }
-                    b_done = true;
-                }
+        // a's completion, b's queue read while there is none.
+        let back = loop {
+            match self.a.cq().read(entry) {
+                Ok(CqRead::Completions(done)) => match self.pool_a.reclaim(&done[0]) {
+                    Some(back) => break back,
+                    None => return Err(unexpected("a completion of another operation")),
+                },
                 Ok(CqRead::Empty) => {}
-                _ => return Err(unexpected("b's queue")),
+                _ => return Err(unexpected("a's queue")),
             }
+            self.poll_b(entry, &mut b_done, data)?;
+        };
+        while !b_done {
+            self.poll_b(entry, &mut b_done, data)?;
         }
-        back.ok_or_else(|| unexpected("no buffer"))
+        Ok(back)
+    }
+
+    /// Reads b's queue once, as `bl_rma_one` does: a completion must be
+    /// writedata's remote CQ data (`data`), the first; the receive it
+    /// consumed, if any, is posted again.
+    #[inline(always)]
+    fn poll_b(
+        &self,
+        entry: &mut [DataEntry; 1],
+        b_done: &mut bool,
+        data: u64,
+    ) -> Result<(), String> {
+        match self.b.cq().read(entry) {
+            Ok(CqRead::Completions(done)) => {
+                let e = &done[0];
+                if *b_done
+                    || !e.flags().contains(CompletionFlags::REMOTE_CQ_DATA)
+                    || e.data() != data
+                {
+                    return Err(unexpected("a completion at the target"));
+                }
+                if let Some(rx) = self.pool_b.reclaim(e) {
+                    drop(done);
+                    if let Err((_, e)) = self.b.endpoint().recv(rx) {
+                        return Err(post_failed(e));
+                    }
+                }
+                *b_done = true;
+            }
+            Ok(CqRead::Empty) => {}
+            _ => return Err(unexpected("b's queue")),
+        }
+        Ok(())
     }
 
     /// `iters` RMAs of `op`, each waited for: the CPU time per RMA.
@@ -272,9 +291,10 @@ impl RmaPairs {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .ok_or("the RMA buffer is lost")?;
+        let mut entry: [DataEntry; 1] = Default::default();
         let start = cpu_ns();
         for i in 0..iters {
-            buf = self.one(buf, op, i & self.data_mask)?;
+            buf = self.one(buf, op, i & self.data_mask, &mut entry)?;
         }
         let per_call = elapsed_per_call(start, iters);
         *self.buf.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);
