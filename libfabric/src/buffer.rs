@@ -1012,13 +1012,13 @@ impl Buffer {
     /// reclaim the buffer, before that. The context is one not awaiting a
     /// stale completion (a `Buffer` exists only for a slot with one).
     #[inline]
-    pub(crate) fn into_flight(self, ep: u64, receive: bool) -> Posted {
+    pub(crate) fn into_flight(self, ep: u64, receive: bool) -> (Posted, PostParts) {
         self.into_flight_as(ep, if receive { RECEIVE } else { 0 })
     }
 
     /// [`into_flight`](Self::into_flight) of a multi-receive: its
     /// completions are counted afresh (see [`MultiState`]).
-    pub(crate) fn into_flight_multi(self, ep: u64, min_free: usize) -> Posted {
+    pub(crate) fn into_flight_multi(self, ep: u64, min_free: usize) -> (Posted, PostParts) {
         let pool = self.pool.clone();
         let mut multi = lock(&pool.multi[self.slot as usize]);
         // A Buffer exists only when no message of the slot is held.
@@ -1030,7 +1030,7 @@ impl Buffer {
     }
 
     #[inline(always)]
-    fn into_flight_as(self, ep: u64, direction: u64) -> Posted {
+    fn into_flight_as(self, ep: u64, direction: u64) -> (Posted, PostParts) {
         let state = &self.pool.table.states[self.slot as usize];
         let mut current = state.load(Ordering::Relaxed);
         let parity = loop {
@@ -1046,37 +1046,31 @@ impl Buffer {
             }
         };
         let index = self.slot as usize * CONTEXTS_PER_SLOT + parity;
+        let parts = PostParts {
+            addr: self.base().cast(),
+            desc: self.pool.desc,
+            context: self.pool.table.contexts[index].0.get().cast(),
+        };
         let posted = Posted {
             pool: Arc::as_ptr(&self.pool),
             slot: self.slot,
-            parts: PostParts {
-                addr: self.base().cast(),
-                desc: self.pool.desc,
-                context: self.pool.table.contexts[index].0.get().cast(),
-            },
         };
         // Keep the pool's strong count: the memory must outlive the
         // operation. BufferPool::reclaim takes it back.
         std::mem::forget(self);
-        posted
+        (posted, parts)
     }
 }
 
 /// A buffer handed to the provider by [`Buffer::into_flight`], while the
-/// post call that uses it runs.
+/// post call that uses it runs. What the provider is given comes apart
+/// ([`PostParts`]): this is only what takes the buffer back, two words.
 pub(crate) struct Posted {
     pool: *const PoolInner,
     slot: u32,
-    parts: PostParts,
 }
 
 impl Posted {
-    /// What the provider is given.
-    #[inline(always)]
-    pub(crate) fn parts(&self) -> &PostParts {
-        &self.parts
-    }
-
     /// A multi-receive post failed after the provider may have taken part
     /// of the buffer (see `quirks::multi_recv_fails_after_taking_part`):
     /// it stays in flight, marked broken, and comes back only with its

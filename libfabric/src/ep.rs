@@ -793,8 +793,7 @@ macro_rules! post {
     ($ep:expr, $call:literal, $receive:literal, $buffer:ident, |$p:ident| $body:expr) => {{
         // In flight before the call: the completion can be read, and the
         // buffer reclaimed, by another thread before the call returns.
-        let posted = $buffer.into_flight($ep.inner.id, $receive);
-        let $p = posted.parts();
+        let (posted, $p) = $buffer.into_flight($ep.inner.id, $receive);
         // SAFETY: fi_msg(3)/fi_tagged(3)/fi_rma(3)/fi_atomic(3): the
         // endpoint is enabled with a CQ
         // bound for this direction and the capability granted, and any
@@ -1997,8 +1996,7 @@ impl<T: ThreadModel> Endpoint<T> {
             Err(error) => return Err((Some(buffer), error)),
         };
         let len = buffer.len();
-        let posted = buffer.into_flight_multi(self.inner.id, min_free);
-        let p = posted.parts();
+        let (posted, p) = buffer.into_flight_multi(self.inner.id, min_free);
         let iov = libc::iovec {
             iov_base: p.addr,
             iov_len: len,

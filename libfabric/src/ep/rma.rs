@@ -281,6 +281,7 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
     /// `len` over `max_msg_size`; [`Error::Call`] when `fi_write` fails
     /// (`FI_EAGAIN` when the queue is full: [`Error::is_again`]).
     #[doc(alias = "fi_write")]
+    #[inline(always)]
     pub fn write(
         &self,
         buffer: Buffer,
@@ -326,6 +327,7 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
     /// As [`write`](Self::write), with `FI_READ` as the role needed and
     /// `fi_read` as the call: the buffer comes back with the error.
     #[doc(alias = "fi_read")]
+    #[inline(always)]
     pub fn read(
         &self,
         buffer: Buffer,
@@ -380,6 +382,7 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
     /// [`Error::TooLarge`] when `data` does not fit it: the buffer comes
     /// back with the error.
     #[doc(alias = "fi_writedata")]
+    #[inline(always)]
     pub fn write_data(
         &self,
         buffer: Buffer,
