@@ -536,19 +536,29 @@ void bl_rma_close(struct bl_rma *r)
 	free(r);
 }
 
+/* The error completion of `cq` as a negative fi_errno; out of line, as the
+ * Rust side's, so that a read that finds none clears no error entry. */
+static __attribute__((noinline, cold)) int bl_rma_poll_err(struct fid_cq *cq)
+{
+	struct fi_cq_err_entry err = { 0 };
+
+	if (fi_cq_readerr(cq, &err, 0) == 1)
+		return err.err ? -err.err : -FI_EOTHER;
+	return -FI_EAVAIL;
+}
+
 /* Reads one completion of `cq` into `entry`: 1, 0 for none, or a negative
  * fi_errno (an error completion: -its err). */
 static int bl_rma_poll(struct fid_cq *cq, struct fi_cq_data_entry *entry)
 {
-	struct fi_cq_err_entry err = { 0 };
 	ssize_t ret = fi_cq_read(cq, entry, 1);
 
 	if (ret == 1)
 		return 1;
 	if (ret == -FI_EAGAIN)
 		return 0;
-	if (ret == -FI_EAVAIL && fi_cq_readerr(cq, &err, 0) == 1)
-		return err.err ? -err.err : -FI_EOTHER;
+	if (ret == -FI_EAVAIL)
+		return bl_rma_poll_err(cq);
 	return ret < 0 ? (int)ret : -FI_EOTHER;
 }
 

@@ -235,7 +235,7 @@ impl RmaPairs {
         // a's completion, b's queue read while there is none.
         let back = loop {
             match self.a.cq().read(entry) {
-                Ok(CqRead::Completions(done)) => match self.pool_a.reclaim(&done[0]) {
+                Ok(CqRead::Completions(ref done)) => match self.pool_a.reclaim(&done[0]) {
                     Some(back) => break back,
                     None => return Err(unexpected("a completion of another operation")),
                 },
