@@ -1142,7 +1142,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     /// enable is open; [`Error::Call`] when `fi_cq_read` or `fi_cq_readerr`
     /// fails. An error completion is no error: it is [`CqRead::Error`].
     #[doc(alias = "fi_cq_read")]
-    #[inline]
+    #[inline(always)]
     pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<CqRead<'b, F::Entry>> {
         let read = match self.read_raw(buf)? {
             // The empty queue first: what a polling loop sees most.
