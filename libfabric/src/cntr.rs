@@ -568,9 +568,12 @@ impl<T: ThreadModel> Counter<T> {
 
     /// `fi_cntr_adderr`: adds `value` to the error count, waking waiters
     /// (whose [`wait`](Self::wait) then ends with [`Error::CounterError`]).
+    /// On sockets the error count is 32-bit too, but no wait compares it:
+    /// only `value` is checked, and a sum past `i32::MAX` wraps what
+    /// [`read_err`](Self::read_err) gives.
     ///
     /// # Errors
-    /// As [`add`](Self::add).
+    /// As [`add`](Self::add) (the value only).
     #[doc(alias = "fi_cntr_adderr")]
     pub fn add_err(&self, value: u64) -> Result<()> {
         self.check_value("fi_cntr_adderr", value)?;

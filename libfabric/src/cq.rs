@@ -553,8 +553,10 @@ pub(crate) enum Decoded<'b, T: CompletionEntry> {
 /// A guard leaked with [`std::mem::forget`] leaks its buffers, as
 /// `mem::forget` does, and holds back for good the reuse of operation
 /// contexts taken back from endpoints that close later while bound to its
-/// queue (their slots then rest until their pool is dropped); nothing is
-/// handed out twice.
+/// queue (their slots then rest until their pool is dropped, and once the
+/// queue closes, their contexts' memory is kept for the life of the
+/// process, so that the leaked entries can name no later pool's); nothing
+/// is handed out twice.
 ///
 /// [`BufferPool::reclaim`]: crate::BufferPool::reclaim
 #[must_use]

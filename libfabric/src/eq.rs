@@ -220,6 +220,13 @@ pub(crate) struct EqInner {
     /// [`DEFAULT_CM_DATA_CAPACITY`], exclusively by a raise of
     /// `max_cm_data` (see [`small_read`](Self::small_read)).
     small_reads: ProgressLock,
+    /// Held across every read call of the queue on a provider whose reads
+    /// race each other ([`crate::quirks::reads_its_eq_unlocked`]).
+    serial_reads: Option<Mutex<()>>,
+    /// The connection data capacity from which a read goes straight to the
+    /// provider: [`DEFAULT_CM_DATA_CAPACITY`], or none (`usize::MAX`) when
+    /// reads are serialized.
+    unchecked_from: usize,
     pub(crate) registry: Registry,
     /// Every passive endpoint bound to the queue, closed just before it
     /// (see the `pep` module: the provider may still deliver requests to
@@ -228,6 +235,24 @@ pub(crate) struct EqInner {
 }
 
 impl EqInner {
+    /// Held across one read call of the queue where the provider's reads
+    /// race each other (`serial_reads`); `None` elsewhere.
+    fn serial_read(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        self.serial_reads
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether a wait on the queue looks at it once more before blocking
+    /// (see [`crate::wait::eq_second_look_needed`]). Not where reads are
+    /// serialized:
+    /// that look would be a read outside the lock, and sockets, the
+    /// provider concerned, keeps its fd raised while the queue holds
+    /// events (see `wait::eq_has_entries`).
+    pub(crate) fn second_look(&self) -> bool {
+        self.serial_reads.is_none() && crate::wait::eq_second_look_needed()
+    }
+
     /// Before a read into `buf`, smaller than [`DEFAULT_CM_DATA_CAPACITY`]:
     /// checks it against the largest connection data of the queue's
     /// endpoints, and returns the guard to hold over the read.
@@ -804,6 +829,7 @@ impl EventQueue {
         let fid = OwnedFid::opened("fi_eq_open", ret, raw)?;
         let wait_obj = resolved_wait_obj("event queue", wait_obj, raw_attr.wait_obj)?;
         let wait_obj = query_wait_obj(fid.fid(), wait_obj);
+        let serial_reads = crate::quirks::reads_its_eq_unlocked(&fabric.inner.provider);
         Ok(EventQueue {
             inner: Arc::new(EqInner {
                 fid,
@@ -813,6 +839,12 @@ impl EventQueue {
                 writable: attr.flags & sys::FI_WRITE != 0,
                 max_cm_data: AtomicUsize::new(0),
                 small_reads: ProgressLock::default(),
+                serial_reads: serial_reads.then(|| Mutex::new(())),
+                unchecked_from: if serial_reads {
+                    usize::MAX
+                } else {
+                    DEFAULT_CM_DATA_CAPACITY
+                },
                 registry: Registry::default(),
                 peps: Mutex::new(Vec::new()),
             }),
@@ -865,18 +897,23 @@ impl EventQueue {
     /// One `fi_eq_read`, undecoded: (return value, event type).
     #[inline]
     pub(crate) fn read_raw(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
-        if buf.cm_data_capacity() < DEFAULT_CM_DATA_CAPACITY {
-            return self.read_small(buf, flags);
+        if buf.cm_data_capacity() < self.inner.unchecked_from {
+            return self.read_checked(buf, flags);
         }
         Ok(self.read_unchecked(buf, flags))
     }
 
     /// `read_raw` into a buffer smaller than the default, counted (see
-    /// `small_read`).
+    /// `small_read`), or on a queue whose reads are serialized.
     #[cold]
     #[inline(never)]
-    fn read_small(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
-        let _reading = self.inner.small_read(buf)?;
+    fn read_checked(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
+        let _serial = self.inner.serial_read();
+        let _reading = if buf.cm_data_capacity() < DEFAULT_CM_DATA_CAPACITY {
+            Some(self.inner.small_read(buf)?)
+        } else {
+            None
+        };
         Ok(self.read_unchecked(buf, flags))
     }
 
@@ -967,8 +1004,8 @@ impl EventQueue {
                 actual: self.inner.wait_obj,
             });
         }
-        if buf.cm_data_capacity() < DEFAULT_CM_DATA_CAPACITY {
-            return self.sread_small(buf, timeout, flags);
+        if buf.cm_data_capacity() < self.inner.unchecked_from {
+            return self.sread_checked(buf, timeout, flags);
         }
         let (ret, event) = self.sread_call(buf, timeout, flags);
         // Nothing within the timeout: -FI_EAGAIN (and an error entry that
@@ -1017,20 +1054,36 @@ impl EventQueue {
     /// took the event first and time is left.
     #[cold]
     #[inline(never)]
-    fn sread_small<'b>(
+    fn sread_checked<'b>(
         &self,
         buf: &'b mut EventBuf,
         timeout: Option<Duration>,
         flags: u64,
     ) -> Result<EqRead<'b>> {
-        // Refused at once when too small already (it is checked again,
-        // counted, before the event is read).
-        drop(self.inner.small_read(buf)?);
+        if buf.cm_data_capacity() < DEFAULT_CM_DATA_CAPACITY {
+            // Refused at once when too small already (it is checked again,
+            // counted, before the event is read).
+            drop(self.inner.small_read(buf)?);
+        }
         let deadline = Deadline::after(timeout);
         let how = ReadCall::new(true, flags);
+        let serial = self.inner.serial_reads.is_some();
         loop {
-            let (ret, event) = self.sread_call(buf, deadline.left(), sys::FI_PEEK);
+            // Serialized reads wait under the lock, a slice at a time, so
+            // that other readers wait at most one slice.
+            let wait = if serial {
+                Some(deadline.slice(SERIAL_SREAD_SLICE))
+            } else {
+                deadline.left()
+            };
+            let (ret, event) = {
+                let _serial = self.inner.serial_read();
+                self.sread_call(buf, wait, sys::FI_PEEK)
+            };
             if is_again(ret) {
+                if serial && !deadline.passed() {
+                    continue;
+                }
                 return Ok(EqRead::TimedOut);
             }
             // A failure of the wait itself, as the one blocking call
@@ -1039,7 +1092,7 @@ impl EventQueue {
             if ret < 0 && !matches!(classify(ret), Err(Errno::AVAIL | Errno::TOOSMALL)) {
                 return decode(&self.inner, ret, event, buf, how);
             }
-            let (ret, event) = self.read_small(buf, flags)?;
+            let (ret, event) = self.read_checked(buf, flags)?;
             if !is_again(ret) {
                 return match decode(&self.inner, ret, event, buf, how) {
                     Ok(EqRead::Empty) => Ok(EqRead::TimedOut),
@@ -1182,6 +1235,10 @@ fn buf_too_small(needed: usize, given: usize) -> Error {
     }
 }
 
+/// How long a serialized blocking read waits at a time (see
+/// `EqInner::serial_reads`).
+const SERIAL_SREAD_SLICE: Duration = Duration::from_millis(100);
+
 /// Refuses an endpoint whose connection data an [`EventBuf::new`] could
 /// not hold (no libfabric provider has one: tcp and sockets carry 256
 /// bytes, verbs 56).
@@ -1297,6 +1354,7 @@ pub(crate) fn decode<'b>(
 
 /// `fi_eq_readerr` into `buf`.
 fn read_err<'b>(eq: &EqInner, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<'b>>> {
+    let serial = eq.serial_read();
     let read = buf.read_into("fi_eq_readerr", |err_data, err_data_size| {
         let mut entry = sys::fi_eq_err_entry {
             err_data,
@@ -1309,6 +1367,7 @@ fn read_err<'b>(eq: &EqInner, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<
         let ret = unsafe { sys::fi_eq_readerr(eq.fid.as_ptr(), &mut entry, 0) };
         (ret, (entry.err_data, entry.err_data_size), entry)
     })?;
+    drop(serial);
     Ok(read.map(|(entry, err_data)| EqError {
         fid: Fid::from_raw(entry.fid),
         context: entry.context as usize,
@@ -1498,7 +1557,9 @@ impl Waitable for EventQueue {
         self.inner.wait_obj
     }
     fn event_queue(&self) -> Option<*mut sys::fid_eq> {
-        Some(self.inner.fid.as_ptr())
+        // Only where a wait looks at the queue once more (see
+        // EqInner::second_look).
+        self.inner.second_look().then(|| self.inner.fid.as_ptr())
     }
 }
 

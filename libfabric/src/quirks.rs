@@ -12,6 +12,18 @@ pub(crate) fn keeps_closed_endpoints_in_waits(provider: &str) -> bool {
     provider.contains("ofi_rxm") || provider.contains("ofi_rxd") || provider == "shm"
 }
 
+/// Whether the provider's event queue reads take an entry after an
+/// unlocked look at the queue, so that two reads on two threads may take
+/// the same entry (the second then treats the list's head as an entry:
+/// copies from it, unlinks and frees it): sockets' `sock_eq_sread`, which
+/// `sock_eq_read` is with no timeout, tests `dlistfd_empty` before it
+/// takes `sock_eq->lock` (`prov/sockets/src/sock_eq.c` 84-110 in 1.22),
+/// and frees error data unlocked first (`sock_eq_clean_err_data_list`,
+/// 76). Three threads reading one queue aborted with a double free.
+pub(crate) fn reads_its_eq_unlocked(provider: &str) -> bool {
+    provider == "sockets"
+}
+
 /// Whether the provider's `fi_shutdown` closes the connection's socket
 /// while its connection manager keeps the number and closes it again: the
 /// second close hits whatever the process opened under that number in

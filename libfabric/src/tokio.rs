@@ -30,8 +30,7 @@ use crate::eq::{self, EqRead, EventBuf, EventQueue};
 use crate::error::{classify, Errno, Error, Result};
 use crate::info::Hints;
 use crate::wait::{
-    eq_has_entries, eq_second_look_needed, refuse_poisoned, trywait_raw, with_progress_guards,
-    TryWait, Waitable,
+    eq_has_entries, refuse_poisoned, trywait_raw, with_progress_guards, TryWait, Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -196,7 +195,7 @@ impl AsyncEventQueue {
                 return eq::decode(&self.eq.inner, ret, event, buf, eq::ReadCall::Read);
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
-            let second_look = eq_second_look_needed().then_some(&eq);
+            let second_look = self.eq.inner.second_look().then_some(&eq);
             wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, None).await?;
         }
     }
@@ -217,7 +216,7 @@ impl AsyncEventQueue {
     /// Waits until the queue may have an event, without reading it.
     pub(crate) async fn ready(&self) -> Result<()> {
         let eq = SendPtr(self.eq.inner.fid.as_ptr());
-        let second_look = eq_second_look_needed().then_some(&eq);
+        let second_look = self.eq.inner.second_look().then_some(&eq);
         wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, None).await
     }
 }
