@@ -1575,6 +1575,40 @@ impl fmt::Debug for EventQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::info::{getinfo, Hints};
+    use std::time::Instant;
+
+    /// A raise of the queue's connection data size waits for a read of a
+    /// small buffer that checked the old size and has not called the
+    /// provider yet (held here between the two), and the reads after it
+    /// see the new size.
+    #[test]
+    fn a_raise_of_the_connection_data_size_waits_for_the_small_reads_under_way() {
+        let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))
+            .expect("the tcp provider on 127.0.0.1");
+        let fabric = Fabric::open(list.first().expect("an fi_info")).unwrap();
+        let eq = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
+        let small = EventBuf::with_cm_data_capacity(8).unwrap();
+        let reading = eq.inner.small_read(&small).expect("nothing bound yet");
+        let inner = eq.inner.clone();
+        let raise = std::thread::spawn(move || {
+            inner.raise_cm_data(256);
+            Instant::now()
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!raise.is_finished(), "the raise waits for the read");
+        let released = Instant::now();
+        drop(reading);
+        assert!(raise.join().unwrap() >= released);
+        assert!(matches!(
+            eq.inner.small_read(&small),
+            Err(Error::BufferTooSmall {
+                needed: 256,
+                given: 8,
+                ..
+            })
+        ));
+    }
 
     #[test]
     fn endpoints_with_more_connection_data_than_a_default_buffer_holds_are_refused() {
