@@ -903,8 +903,9 @@ impl EventQueue {
         Ok(self.read_unchecked(buf, flags))
     }
 
-    /// `read_raw` into a buffer smaller than the default, counted (see
-    /// `small_read`), or on a queue whose reads are serialized.
+    /// `read_raw` into a buffer smaller than the default, under the
+    /// small-read lock (see `small_read`), or on a queue whose reads are
+    /// serialized, under that lock.
     #[cold]
     #[inline(never)]
     fn read_checked(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
@@ -1021,7 +1022,7 @@ impl EventQueue {
     }
 
     /// One `fi_eq_sread`: (return value, event type). With a buffer
-    /// smaller than the default, only with `FI_PEEK` (see `sread_small`).
+    /// smaller than the default, only with `FI_PEEK` (see `sread_checked`).
     #[inline(always)]
     fn sread_call(
         &self,
@@ -1048,10 +1049,12 @@ impl EventQueue {
 
     /// `sread_flags` into a buffer smaller than the default: waits for an
     /// event with `FI_PEEK`, which leaves it queued (a copy cut short
-    /// there is not looked at), then reads it as `read` does, counted (see
-    /// `small_read`: a bind that raises the queue's connection data size
-    /// does not wait for the blocked part). Again while another reader
-    /// took the event first and time is left.
+    /// there is not looked at), then reads it as `read` does, under the
+    /// small-read lock (see `small_read`: a bind that raises the queue's
+    /// connection data size does not wait for the blocked part). On a
+    /// queue whose reads are serialized, also `sread` into a default
+    /// buffer, the wait held under that lock a slice at a time. Again
+    /// while another reader took the event first and time is left.
     #[cold]
     #[inline(never)]
     fn sread_checked<'b>(
@@ -1062,7 +1065,7 @@ impl EventQueue {
     ) -> Result<EqRead<'b>> {
         if buf.cm_data_capacity() < DEFAULT_CM_DATA_CAPACITY {
             // Refused at once when too small already (it is checked again,
-            // counted, before the event is read).
+            // under the lock, before the event is read).
             drop(self.inner.small_read(buf)?);
         }
         let deadline = Deadline::after(timeout);

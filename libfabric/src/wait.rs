@@ -192,7 +192,9 @@ pub trait Waitable: sealed::Sealed {
     fn fabric(&self) -> Fabric;
     /// The queue's wait object, as the provider resolved it.
     fn wait_obj(&self) -> WaitObj;
-    /// The `fid_eq` of an event queue (see [`eq_has_entries`]).
+    /// The `fid_eq` of an event queue that a wait looks at once more
+    /// before it blocks (see [`eq_has_entries`]); `None` for any other
+    /// queue, and for an event queue that needs no such look.
     #[doc(hidden)]
     fn event_queue(&self) -> Option<*mut sys::fid_eq> {
         None
@@ -805,9 +807,7 @@ impl<'q> Waiter<'q> {
             }
             let fd = q.wait_fd()?;
             fids.push(q.wait_fid());
-            if eq_second_look_needed() {
-                eqs.extend(q.event_queue());
-            }
+            eqs.extend(q.event_queue());
             if q.progress_lock(sealed::Token(())).is_some() {
                 locks.push(q.progress_lock(sealed::Token(())));
             }
