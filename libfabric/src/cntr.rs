@@ -97,7 +97,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -216,12 +216,12 @@ pub(crate) struct CntrInner {
     /// close exclusively. Its count of endpoints that failed to enable (see
     /// `Endpoint::enable`) refuses reads, waits and polls while any of them
     /// is open (on rxm, rxd and shm).
+    /// Its waits are refused once an endpoint bound to it closed
+    /// ([`ProgressLock::set_poisoned`]): rxm adds each enabled endpoint to
+    /// the wait objects of the counters bound to it, with a callback into
+    /// the endpoint (`rxm_ep_wait_fd_add`, `prov/rxm/src/rxm_ep.c`
+    /// 1067-1079, 1160-1162 in 1.17), and never removes it.
     pub(crate) lifecycle: ProgressLock,
-    /// As `CqInner::wait_poisoned`: rxm adds each enabled endpoint to the
-    /// wait objects of the counters bound to it, with a callback into the
-    /// endpoint (`rxm_ep_wait_fd_add`, `prov/rxm/src/rxm_ep.c` 1067-1079,
-    /// 1160-1162 in 1.17), and never removes it.
-    pub(crate) wait_poisoned: AtomicBool,
 }
 
 impl CntrInner {
@@ -241,9 +241,6 @@ impl CntrInner {
 impl ProgressMember for CntrInner {
     fn lifecycle(&self) -> &ProgressLock {
         &self.lifecycle
-    }
-    fn wait_poisoned(&self) -> &AtomicBool {
-        &self.wait_poisoned
     }
     fn progress_refused(&self) -> bool {
         self.lifecycle.is_refused()
@@ -419,7 +416,6 @@ impl<T: ThreadModel> Counter<T> {
             narrow_writes: std::sync::Mutex::new(()),
             id,
             lifecycle: ProgressLock::default(),
-            wait_poisoned: AtomicBool::new(false),
         }));
         if let Some(set) = &cntr.inner._wait_set {
             let member: Arc<dyn ProgressMember> = cntr.inner.clone();
@@ -633,7 +629,7 @@ impl<T: ThreadModel> Counter<T> {
             let slice = deadline.slice(WAIT_SLICE);
             let ret = {
                 let _progress = self.inner.progress_guard(CALL)?;
-                refuse_poisoned(CALL, std::iter::once(Some(&self.inner.wait_poisoned)))?;
+                refuse_poisoned(CALL, std::iter::once(Some(&self.inner.lifecycle)))?;
                 // SAFETY: fi_cntr_wait(3) on the open counter, which has a
                 // wait object it blocks on (checked above: the util
                 // counters assert one, `util_cntr.c` 150); no endpoint
@@ -758,9 +754,6 @@ impl<T: ThreadModel> Waitable for Counter<T> {
     }
     fn thread_safe(&self, _: sealed::Token) -> bool {
         T::LOCKED
-    }
-    fn wait_poison(&self, _: sealed::Token) -> Option<&AtomicBool> {
-        Some(&self.inner.wait_poisoned)
     }
     /// `fi_control(FI_GETWAIT)`: the counter's wait fd, borrowed from it.
     ///

@@ -783,22 +783,11 @@ pub(crate) struct CqInner {
     /// The batches read from this queue still held, and the stale marks of
     /// endpoint closes waiting on them.
     pub(crate) epochs: Arc<Epochs>,
-    /// Set when an endpoint bound to this queue closed on a provider that
-    /// keeps closed endpoints in its queues' wait objects
-    /// ([`crate::quirks::keeps_closed_endpoints_in_waits`]): `fi_trywait`,
-    /// `fi_cq_sread` and `fi_wait` on the queue would then call back into
-    /// the freed endpoint. Those calls are
-    /// refused from then on (under the progress lock, which the close holds
-    /// exclusively when it sets this); reads still work.
-    pub(crate) wait_poisoned: std::sync::atomic::AtomicBool,
 }
 
 impl crate::wait::ProgressMember for CqInner {
     fn lifecycle(&self) -> &ProgressLock {
         CqInner::lifecycle(self)
-    }
-    fn wait_poisoned(&self) -> &std::sync::atomic::AtomicBool {
-        &self.wait_poisoned
     }
     fn progress_refused(&self) -> bool {
         self.lifecycle().is_refused()
@@ -1113,7 +1102,6 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 id,
                 progress: ProgressLock::default(),
                 epochs: Arc::default(),
-                wait_poisoned: std::sync::atomic::AtomicBool::new(false),
             }),
             _format: PhantomData,
         };
@@ -1389,10 +1377,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             }
             let mut fids = [self.inner.fid.fid()];
             let progress = self.inner.progress_guard();
-            refuse_poisoned(
-                "fi_trywait",
-                std::iter::once(Some(&self.inner.wait_poisoned)),
-            )?;
+            refuse_poisoned("fi_trywait", std::iter::once(Some(self.inner.lifecycle())))?;
             let pending = trywait_raw(self.inner.domain.fabric.fid.as_ptr(), &mut fids)?;
             drop(progress);
             if pending == TryWait::EventsPending {
@@ -1414,10 +1399,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         let ms = timeout_ms(timeout);
         // Blocking: under the progress guard in every model.
         self.inner.counted_read(true, || {
-            refuse_poisoned(
-                "fi_cq_sread",
-                std::iter::once(Some(&self.inner.wait_poisoned)),
-            )?;
+            refuse_poisoned("fi_cq_sread", std::iter::once(Some(self.inner.lifecycle())))?;
             Ok(match addrs {
                 // SAFETY: as read: at most count entries of the queue's format
                 // are written into buf; cond is NULL or points to a size_t
@@ -1628,9 +1610,6 @@ impl<F: Format, T: ThreadModel> Waitable for CompletionQueue<F, T> {
     }
     fn thread_safe(&self, _: sealed::Token) -> bool {
         T::LOCKED
-    }
-    fn wait_poison(&self, _: sealed::Token) -> Option<&std::sync::atomic::AtomicBool> {
-        Some(&self.inner.wait_poisoned)
     }
 }
 

@@ -406,7 +406,7 @@ impl EpInner {
         };
         if crate::quirks::keeps_closed_endpoints_in_waits(self.info.provider()) {
             // Waits on this endpoint's queues and counters would call back
-            // into it once it is closed (see CqInner::wait_poisoned):
+            // into it once it is closed (see ProgressLock::set_poisoned):
             // refused from now on.
             poison_waits(&cqs, &cntrs);
         }
@@ -641,17 +641,17 @@ fn write_all<'a>(locks: impl Iterator<Item = &'a ProgressLock>) -> Vec<ProgressW
 }
 
 /// Refuses from now on the waits of the queues and counters that have a
-/// wait object (see `CqInner::wait_poisoned`). Called holding their
+/// wait object (see `ProgressLock::set_poisoned`). Called holding their
 /// progress locks exclusively.
 fn poison_waits(cqs: &[Option<(Arc<CqInner>, CqBind)>; 2], cntrs: &[(Arc<CntrInner>, CntrBind)]) {
     for (cq, _) in cqs.iter().flatten() {
         if cq.wait_obj != crate::wait::WaitObj::None {
-            cq.wait_poisoned.store(true, Ordering::Release);
+            cq.lifecycle().set_poisoned();
         }
     }
     for (cntr, _) in cntrs {
         if cntr.wait_obj != crate::wait::WaitObj::None {
-            cntr.wait_poisoned.store(true, Ordering::Release);
+            cntr.lifecycle.set_poisoned();
         }
     }
 }
@@ -1519,7 +1519,7 @@ impl<T: ThreadModel> Endpoint<T> {
             // endpoint binds and enables nothing more; its queues' reads and
             // polls and its vector's inserts are refused until it is
             // closed, and their waits for good, as after a close (see
-            // CqInner::wait_poisoned).
+            // ProgressLock::set_poisoned).
             self.inner.state.fetch_or(ENABLE_FAILED, Ordering::AcqRel);
             for (cq, _) in cqs.iter().flatten() {
                 cq.lifecycle().set_broken(true);

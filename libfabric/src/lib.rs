@@ -105,7 +105,7 @@
 //! | `fi_cq_strerror` | [`CompletionQueue::strerror`] |
 //! | `fi_control(FI_GETWAIT)` | [`wait::Waitable::wait_fd`], [`wait::PollFdSet::refresh`] |
 //! | `fi_control(FI_GETWAITOBJ)` | [`wait::Waitable::wait_obj`] |
-//! | `fi_trywait` | [`wait::trywait`], [`wait::Waiter`], the queues of the `tokio` module (feature `tokio`) |
+//! | `fi_trywait` | [`wait::trywait`], [`wait::TryWaitSet`] (queues checked once), [`wait::Waiter`], the queues of the `tokio` module (feature `tokio`) |
 //! | `fi_wait_open`, `fi_wait` | [`wait::WaitSet::open`], [`wait::WaitSet::wait`] |
 //! | `fi_poll_open`, `fi_poll_add`, `fi_poll_del`, `fi_poll` | [`poll::PollSet`] (completion queues and counters) |
 //! | `fi_cntr_open`, `fi_close` | [`Counter::open`], [`Counter::close`] / drop |
@@ -347,7 +347,7 @@ pub mod prelude {
     pub use crate::tokio::{
         AsyncCompletionQueue, AsyncConnection, AsyncCounter, AsyncEventQueue, AsyncListener,
     };
-    pub use crate::wait::{WaitObj, Waitable, Waiter};
+    pub use crate::wait::{TryWaitSet, WaitObj, Waitable, Waiter};
     pub use crate::AddressVector;
 }
 

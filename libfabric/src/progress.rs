@@ -13,7 +13,9 @@
 //!   open (the provider runs them in the queue's progress, which is then
 //!   refused: [`ProgressLock::set_broken`]);
 //! - a notice its owner sets (for a completion queue: endpoint closes wait
-//!   on an empty read, see the `epochs` module).
+//!   on an empty read, see the `epochs` module);
+//! - for waits only, that waiting on the queue became unsafe for good
+//!   ([`ProgressLock::set_poisoned`]), which reads do not look at.
 //!
 //! An event queue holds one more, with nothing noted: its reads into small
 //! buffers hold it shared, and a raise of its connection data size takes
@@ -48,6 +50,10 @@ const BROKEN_ONE: u64 = 1 << 8;
 const BROKEN: u64 = 0xffff_ff00;
 /// What a reader looks at before its call.
 const NOTED: u64 = NOTICE | BROKEN;
+/// Waiting on the queue became unsafe, for good (see
+/// [`ProgressLock::set_poisoned`]). Only waits look at it
+/// ([`ProgressLock::read_for_wait`]): reads still work.
+const POISONED: u64 = 1 << 4;
 
 /// The readers counted in a lock word.
 #[inline(always)]
@@ -92,6 +98,13 @@ impl Noted {
     pub(crate) fn notice(self) -> bool {
         self.0 & NOTICE != 0
     }
+
+    /// Waiting on the queue became unsafe (only seen by
+    /// [`ProgressLock::read_for_wait`]).
+    #[inline(always)]
+    pub(crate) fn poisoned(self) -> bool {
+        self.0 & POISONED != 0
+    }
 }
 
 /// The lock held shared.
@@ -127,11 +140,25 @@ impl ProgressLock {
     /// waiting.
     #[inline(always)]
     pub(crate) fn read(&self) -> ProgressRead<'_> {
+        self.enter::<NOTED>()
+    }
+
+    /// Takes the lock shared for a wait, which also needs to know whether
+    /// the queue is poisoned ([`Noted::poisoned`]): tested with the rest,
+    /// in the same instruction.
+    #[inline(always)]
+    pub(crate) fn read_for_wait(&self) -> ProgressRead<'_> {
+        self.enter::<{ NOTED | POISONED }>()
+    }
+
+    /// Takes the lock shared, noting the flags of `LOOKS`.
+    #[inline(always)]
+    fn enter<const LOOKS: u64>(&self) -> ProgressRead<'_> {
         let seen = self.state.fetch_add(READER, Ordering::Acquire);
-        let noted = if seen & (WRITER | NOTED) == 0 {
+        let noted = if seen & (WRITER | LOOKS) == 0 {
             Noted(0)
         } else {
-            self.read_contended(seen)
+            self.read_contended(seen, LOOKS)
         };
         ProgressRead { lock: self, noted }
     }
@@ -148,7 +175,7 @@ impl ProgressLock {
     /// is in or waiting, holding the lock shared when it returns.
     #[cold]
     #[inline(never)]
-    fn read_contended(&self, mut seen: u64) -> Noted {
+    fn read_contended(&self, mut seen: u64, looks: u64) -> Noted {
         while seen & WRITER != 0 {
             // Back off, so that the writer waits for no reader that waits
             // for it.
@@ -160,7 +187,7 @@ impl ProgressLock {
             drop(parked);
             seen = self.state.fetch_add(READER, Ordering::Acquire);
         }
-        Noted(seen & NOTED)
+        Noted(seen & looks)
     }
 
     /// A reader leaves; wakes the writer if it was the last one it waited
@@ -233,6 +260,24 @@ impl ProgressLock {
     pub(crate) fn is_refused(&self) -> bool {
         self.noted().refused()
     }
+
+    /// Refuses the waits on the queue from now on, for good: an endpoint
+    /// bound to it closed (or failed to enable) on a provider that keeps a
+    /// callback into it in the queue's wait object
+    /// ([`crate::quirks::keeps_closed_endpoints_in_waits`]), so that
+    /// `fi_trywait`, `fi_cq_sread`, `fi_cntr_wait` and `fi_wait` on the
+    /// queue would call into freed memory. Set holding the lock
+    /// exclusively; waits test it under the lock held shared
+    /// ([`read_for_wait`](Self::read_for_wait), [`is_poisoned`](Self::is_poisoned)).
+    pub(crate) fn set_poisoned(&self) {
+        self.state.fetch_or(POISONED, Ordering::Release);
+    }
+
+    /// Whether waits on the queue are refused ([`set_poisoned`](Self::set_poisoned)),
+    /// for a caller that holds the lock shared.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.state.load(Ordering::Acquire) & POISONED != 0
+    }
 }
 
 impl Drop for ProgressRead<'_> {
@@ -300,6 +345,33 @@ mod tests {
         lock.set_broken(true);
         lock.set_broken(false);
         assert!(lock.is_refused());
+        assert_eq!(readers(lock.state.load(Ordering::Relaxed)), 0);
+    }
+
+    #[test]
+    fn poison_is_seen_by_waits_only_and_outlives_writers() {
+        let lock = ProgressLock::default();
+        assert!(!lock.read_for_wait().noted().poisoned());
+        let w = lock.write();
+        lock.set_poisoned();
+        drop(w);
+        // Waits see it, on the fast path's one test; reads do not.
+        assert!(lock.read_for_wait().noted().poisoned());
+        assert!(lock.is_poisoned());
+        let r = lock.read();
+        assert!(r.noted().is_clear());
+        drop(r);
+        // Beside the other flags, and after writers come and go.
+        lock.set_notice(true);
+        lock.set_broken(true);
+        drop(lock.write());
+        let noted = lock.read_for_wait().noted();
+        assert!(noted.poisoned() && noted.refused() && noted.notice());
+        let noted = lock.read().noted();
+        assert!(!noted.poisoned() && noted.refused() && noted.notice());
+        lock.set_broken(false);
+        lock.set_notice(false);
+        assert!(lock.read_for_wait().noted().poisoned());
         assert_eq!(readers(lock.state.load(Ordering::Relaxed)), 0);
     }
 

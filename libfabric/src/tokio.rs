@@ -29,9 +29,7 @@ use crate::cq::{self, Completion, CompletionQueue, CqRead, Format};
 use crate::eq::{self, EqRead, EventBuf, EventQueue};
 use crate::error::{classify, Errno, Error, Result};
 use crate::info::Hints;
-use crate::wait::{
-    eq_has_entries, refuse_poisoned, trywait_raw, with_progress_guards, TryWait, Waitable,
-};
+use crate::wait::{eq_has_entries, trywait_raw, wait_guard, TryWait, Waitable};
 use libfabric_sys::fabric as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
@@ -92,16 +90,13 @@ async fn wait_ready(
     fid: &SendPtr<sys::fid>,
     eq: Option<&SendPtr<sys::fid_eq>>,
     progress: Option<&crate::progress::ProgressLock>,
-    poison: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<()> {
     // The raw pointers and the progress guard are used only before the
     // first await, in trywait_raw, so the future stays Send.
     let pending = {
         let mut fids = [fid.0];
-        with_progress_guards(&mut [progress], || {
-            refuse_poisoned("fi_trywait", std::iter::once(poison))?;
-            trywait_raw(fabric.0, &mut fids)
-        })?
+        let _progress = progress.map(|l| wait_guard(l, "fi_trywait")).transpose()?;
+        trywait_raw(fabric.0, &mut fids)?
     };
     if pending == TryWait::EventsPending {
         return Ok(());
@@ -196,7 +191,7 @@ impl AsyncEventQueue {
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
             let second_look = self.eq.inner.second_look().then_some(&eq);
-            wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, None).await?;
+            wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await?;
         }
     }
 
@@ -217,7 +212,7 @@ impl AsyncEventQueue {
     pub(crate) async fn ready(&self) -> Result<()> {
         let eq = SendPtr(self.eq.inner.fid.as_ptr());
         let second_look = self.eq.inner.second_look().then_some(&eq);
-        wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, None).await
+        wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await
     }
 }
 
@@ -290,8 +285,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
                 return self.cq.finish(read);
             }
             let progress = Some(self.cq.inner.lifecycle());
-            let poison = Some(&self.cq.inner.wait_poisoned);
-            wait_ready(&self.fd, &self.fabric, &self.fid, None, progress, poison).await?;
+            wait_ready(&self.fd, &self.fabric, &self.fid, None, progress).await?;
         }
     }
 

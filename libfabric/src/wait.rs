@@ -5,7 +5,7 @@
 use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
-use crate::progress::ProgressLock;
+use crate::progress::{ProgressLock, ProgressRead};
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
 use std::os::fd::{AsRawFd, RawFd};
@@ -214,14 +214,6 @@ pub trait Waitable: sealed::Sealed {
     #[doc(hidden)]
     fn thread_safe(&self, _: sealed::Token) -> bool {
         true
-    }
-    /// Set when waiting on the queue became unsafe (see
-    /// `CqInner::wait_poisoned`); read under the progress lock. Only the
-    /// crate can call it (the token): cleared from outside, a wait would
-    /// call into a closed endpoint.
-    #[doc(hidden)]
-    fn wait_poison(&self, _: sealed::Token) -> Option<&std::sync::atomic::AtomicBool> {
-        None
     }
     /// `fi_control(FI_GETWAIT)` for an `FI_WAIT_FD` queue: the fd that becomes
     /// readable when the queue may have entries, borrowed from the queue, as
@@ -530,11 +522,7 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     match (lock, locks) {
         (None, _) => trywait_raw(fabric, fids),
         (Some(lock), 1) => {
-            let _guard = lock.read();
-            refuse_poisoned(
-                "fi_trywait",
-                queues.iter().map(|q| q.wait_poison(sealed::Token(()))),
-            )?;
+            let _guard = wait_guard(lock, "fi_trywait")?;
             trywait_raw(fabric, fids)
         }
         _ => {
@@ -545,7 +533,7 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
             with_progress_guards(&mut all[..queues.len()], || {
                 refuse_poisoned(
                     "fi_trywait",
-                    queues.iter().map(|q| q.wait_poison(sealed::Token(()))),
+                    queues.iter().map(|q| q.progress_lock(sealed::Token(()))),
                 )?;
                 trywait_raw(fabric, fids)
             })
@@ -553,14 +541,30 @@ pub fn trywait(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     }
 }
 
+/// Takes a queue's progress lock shared for a wait (see
+/// `ProgressLock::read_for_wait`), refused when waits on the queue became
+/// unsafe (`ProgressLock::set_poisoned`): one test, with the lock's own.
+#[inline(always)]
+pub(crate) fn wait_guard<'l>(
+    lock: &'l ProgressLock,
+    call: &'static str,
+) -> Result<ProgressRead<'l>> {
+    let guard = lock.read_for_wait();
+    if guard.noted().poisoned() {
+        return Err(wait_poisoned(call));
+    }
+    Ok(guard)
+}
+
 /// Refuses a wait on a queue whose wait object the provider left unsafe
-/// (see `CqInner::wait_poisoned`). Called under the progress locks.
+/// (see `ProgressLock::set_poisoned`), given the queues' progress locks.
+/// Called holding them.
 #[inline]
 pub(crate) fn refuse_poisoned<'a>(
     call: &'static str,
-    mut flags: impl Iterator<Item = Option<&'a std::sync::atomic::AtomicBool>>,
+    mut locks: impl Iterator<Item = Option<&'a ProgressLock>>,
 ) -> Result<()> {
-    if flags.any(|f| f.is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire))) {
+    if locks.any(|l| l.is_some_and(ProgressLock::is_poisoned)) {
         return Err(wait_poisoned(call));
     }
     Ok(())
@@ -689,7 +693,7 @@ fn trywait_many(fabric: &Fabric, queues: &[&dyn Waitable]) -> Result<TryWait> {
     with_progress_guards(&mut locks, || {
         refuse_poisoned(
             "fi_trywait",
-            queues.iter().map(|q| q.wait_poison(sealed::Token(()))),
+            queues.iter().map(|q| q.progress_lock(sealed::Token(()))),
         )?;
         trywait_raw(fabric.inner.fid.as_ptr(), &mut fids)
     })
@@ -700,10 +704,24 @@ pub(crate) fn trywait_raw(
     fabric: *mut sys::fid_fabric,
     fids: &mut [*mut sys::fid],
 ) -> Result<TryWait> {
+    trywait_outcome(trywait_call(fabric, fids))
+}
+
+/// `fi_trywait`'s return value.
+#[inline(always)]
+fn trywait_call(fabric: *mut sys::fid_fabric, fids: &mut [*mut sys::fid]) -> i32 {
     // SAFETY: fi_poll(3): fids is an array of count open EQ/CQ fids of this
     // fabric (their owners are borrowed by the caller).
-    let ret = unsafe { sys::fi_trywait(fabric, fids.as_mut_ptr(), fids.len() as i32) };
-    if classify(ret) == Err(Errno::AGAIN) {
+    unsafe { sys::fi_trywait(fabric, fids.as_mut_ptr(), fids.len() as i32) }
+}
+
+/// What `fi_trywait` returned, as a [`TryWait`].
+#[inline(always)]
+fn trywait_outcome(ret: i32) -> Result<TryWait> {
+    if ret == 0 {
+        return Ok(TryWait::MayBlock);
+    }
+    if classify(ret as isize) == Err(Errno::AGAIN) {
         Ok(TryWait::EventsPending)
     } else {
         check("fi_trywait", ret).map(|()| TryWait::MayBlock)
@@ -740,20 +758,12 @@ pub enum Wake {
 /// # Ok::<(), libfabric::Error>(())
 /// ```
 pub struct Waiter<'q> {
-    /// Kept open as long as the waiter: with no queue given, nothing else
-    /// would keep the fabric that `fi_trywait` is called on.
-    fabric: Arc<FabricInner>,
-    fids: Vec<*mut sys::fid>,
+    /// The queues' fids and progress locks.
+    set: TryWaitSet<'q>,
     /// The event queues among them, looked at once more before blocking
     /// where the libfabric loaded needs it ([`eq_second_look_needed`]).
     eqs: Vec<*mut sys::fid_eq>,
     pollfds: Vec<libc::pollfd>,
-    /// The distinct progress locks of the queues (see
-    /// [`with_progress_guards`]), held around `fi_trywait`.
-    locks: Vec<Option<&'q ProgressLock>>,
-    /// The queues' poison flags (see `CqInner::wait_poisoned`).
-    poison: Vec<&'q std::sync::atomic::AtomicBool>,
-    _queues: std::marker::PhantomData<&'q dyn Waitable>,
 }
 
 // SAFETY: the raw fid pointers name queues borrowed for 'q, which are Sync
@@ -764,7 +774,7 @@ unsafe impl Send for Waiter<'_> {}
 impl std::fmt::Debug for Waiter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Waiter")
-            .field("queues", &self.fids.len())
+            .field("queues", &self.set.fids.len())
             .finish()
     }
 }
@@ -784,11 +794,8 @@ impl<'q> Waiter<'q> {
             ));
         };
         let fabric = &first.fabric();
-        let mut fids = Vec::with_capacity(queues.len());
         let mut eqs = Vec::new();
         let mut pollfds = Vec::with_capacity(queues.len());
-        let mut locks: Vec<Option<&'q ProgressLock>> = Vec::new();
-        let mut poison = Vec::new();
         for q in queues {
             if !ptr::eq(q.fabric_ptr(), Arc::as_ptr(&fabric.inner).cast()) {
                 return Err(Error::InvalidArgument(
@@ -806,12 +813,7 @@ impl<'q> Waiter<'q> {
                 ));
             }
             let fd = q.wait_fd()?;
-            fids.push(q.wait_fid());
             eqs.extend(q.event_queue());
-            if q.progress_lock(sealed::Token(())).is_some() {
-                locks.push(q.progress_lock(sealed::Token(())));
-            }
-            poison.extend(q.wait_poison(sealed::Token(())));
             pollfds.push(libc::pollfd {
                 fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
@@ -819,13 +821,9 @@ impl<'q> Waiter<'q> {
             });
         }
         Ok(Waiter {
-            fabric: fabric.inner.clone(),
-            fids,
+            set: TryWaitSet::new(fabric, queues)?,
             eqs,
             pollfds,
-            locks,
-            poison,
-            _queues: std::marker::PhantomData,
         })
     }
 
@@ -850,12 +848,7 @@ impl<'q> Waiter<'q> {
             tv_nsec: t.subsec_nanos() as _,
         });
         loop {
-            // Event queues only: no lock to hold, no poison to look at.
-            let pending = if self.locks.is_empty() && self.poison.is_empty() {
-                trywait_raw(self.fabric.fid.as_ptr(), &mut self.fids)?
-            } else {
-                self.trywait_guarded()?
-            };
+            let pending = self.trywait()?;
             if pending == TryWait::EventsPending {
                 return Ok(Wake::Ready);
             }
@@ -898,16 +891,130 @@ impl<'q> Waiter<'q> {
         }
     }
 
-    /// `fi_trywait` under the queues' progress locks, refused once a
-    /// queue's wait object became unsafe.
-    #[inline(never)]
-    fn trywait_guarded(&mut self) -> Result<TryWait> {
-        let (fabric, fids) = (self.fabric.fid.as_ptr(), &mut self.fids);
-        let poison = &self.poison;
-        with_progress_guards(&mut self.locks, || {
-            refuse_poisoned("fi_trywait", poison.iter().map(|p| Some(*p)))?;
-            trywait_raw(fabric, fids)
+    /// `fi_trywait` on the waiter's queues, without blocking: the first
+    /// step of [`wait`](Self::wait), for a loop of its own. See
+    /// [`TryWaitSet::trywait`].
+    ///
+    /// # Errors
+    /// As [`TryWaitSet::trywait`].
+    #[doc(alias = "fi_trywait")]
+    #[inline]
+    pub fn trywait(&mut self) -> Result<TryWait> {
+        self.set.trywait()
+    }
+}
+
+/// Queues of one fabric that `fi_trywait` is called on again and again,
+/// checked once: the prepared form of [`trywait`], which checks its queues
+/// on every call, as a C loop builds its fid array once. Each
+/// [`trywait`](Self::trywait) is `fi_trywait` and, with completion queues
+/// or counters, their progress locks. Unlike [`Waiter`], it needs no wait
+/// fd (rxd's completion queues have none) and takes the queues of any
+/// threading model; it borrows the queues, and is not `Send`.
+///
+/// ```
+/// use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, EqRead, EventBuf}, wait::{TryWait, TryWaitSet, WaitObj}, EventQueue, Fabric};
+/// let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
+/// let fabric = Fabric::open(list.first().unwrap())?;
+/// let eq = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Fd).write(true))?;
+/// let mut set = TryWaitSet::new(&fabric, &[&eq])?;
+/// assert_eq!(set.trywait()?, TryWait::MayBlock);
+/// eq.write_notify(eq.fid(), 7, 42)?;
+/// assert_eq!(set.trywait()?, TryWait::EventsPending);
+/// assert!(matches!(eq.read(&mut EventBuf::new())?, EqRead::Event(_)));
+/// # Ok::<(), libfabric::Error>(())
+/// ```
+pub struct TryWaitSet<'q> {
+    /// Kept open as long as the set: with no queue given, nothing else
+    /// would keep the fabric that `fi_trywait` is called on.
+    _fabric: Arc<FabricInner>,
+    /// `fabric`'s `fid_fabric`, kept beside it.
+    fabric_fid: *mut sys::fid_fabric,
+    fids: Vec<*mut sys::fid>,
+    /// What each call holds around `fi_trywait`.
+    guards: TryWaitGuards<'q>,
+    _queues: std::marker::PhantomData<&'q dyn Waitable>,
+}
+
+/// The progress locks of a [`TryWaitSet`]'s queues, sorted by shape when
+/// the set is made. A byte tells the shapes apart (one compare), not a
+/// niche in a vector's capacity (several).
+#[repr(u8)]
+enum TryWaitGuards<'q> {
+    /// One completion queue or counter: its lock, which also says whether
+    /// waits on it are refused (`ProgressLock::set_poisoned`). The usual
+    /// shape, tag 0 (one test).
+    One(&'q ProgressLock),
+    /// Event queues only: no lock to hold.
+    None,
+    /// Several locks: held (see [`with_progress_guards`], which sorts the
+    /// first vector in place), and looked at under them (the second).
+    Many(Vec<Option<&'q ProgressLock>>, Vec<Option<&'q ProgressLock>>),
+}
+
+impl std::fmt::Debug for TryWaitSet<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TryWaitSet")
+            .field("queues", &self.fids.len())
+            .finish()
+    }
+}
+
+impl<'q> TryWaitSet<'q> {
+    /// Checks `queues` for `fi_trywait` on `fabric`, as [`trywait`] does on
+    /// each call, and keeps their fids.
+    ///
+    /// # Errors
+    /// [`Error::WrongWaitMode`] for a queue opened with `FI_WAIT_NONE`;
+    /// [`Error::InvalidArgument`] for a queue of another fabric.
+    pub fn new(fabric: &Fabric, queues: &[&'q dyn Waitable]) -> Result<Self> {
+        let mut fids = Vec::with_capacity(queues.len());
+        let mut locks: Vec<Option<&'q ProgressLock>> = Vec::new();
+        for q in queues {
+            fids.push(checked_fid(fabric, *q)?);
+            if let Some(lock) = q.progress_lock(sealed::Token(())) {
+                locks.push(Some(lock));
+            }
+        }
+        let guards = match locks.as_slice() {
+            [] => TryWaitGuards::None,
+            [Some(lock)] => TryWaitGuards::One(lock),
+            _ => TryWaitGuards::Many(locks.clone(), locks),
+        };
+        Ok(TryWaitSet {
+            fabric_fid: fabric.inner.fid.as_ptr(),
+            _fabric: fabric.inner.clone(),
+            fids,
+            guards,
+            _queues: std::marker::PhantomData,
         })
+    }
+
+    /// `fi_trywait` on the queues: [`TryWait::MayBlock`] when it is safe to
+    /// block on their wait objects, [`TryWait::EventsPending`] when they
+    /// must be read first.
+    ///
+    /// # Errors
+    /// [`Error::State`] for a completion queue of rxm, rxd or shm once an
+    /// endpoint bound to it closed; [`Error::Call`] when `fi_trywait` fails.
+    #[doc(alias = "fi_trywait")]
+    #[inline]
+    pub fn trywait(&mut self) -> Result<TryWait> {
+        let ret = match &mut self.guards {
+            TryWaitGuards::None => trywait_call(self.fabric_fid, &mut self.fids),
+            TryWaitGuards::One(lock) => {
+                let _guard = wait_guard(lock, "fi_trywait")?;
+                trywait_call(self.fabric_fid, &mut self.fids)
+            }
+            TryWaitGuards::Many(held, looked_at) => {
+                let (fabric, fids) = (self.fabric_fid, &mut self.fids);
+                with_progress_guards(held, || {
+                    refuse_poisoned("fi_trywait", looked_at.iter().copied())?;
+                    Ok::<_, Error>(trywait_call(fabric, fids))
+                })?
+            }
+        };
+        trywait_outcome(ret)
     }
 }
 
@@ -1038,9 +1145,6 @@ pub(crate) trait ProgressMember: Send + Sync {
     /// Held shared by every call that runs the object's progress, and
     /// exclusively by an endpoint's enable and close.
     fn lifecycle(&self) -> &ProgressLock;
-    /// Set once waiting on the object became unsafe (see
-    /// `CqInner::wait_poisoned`); read under the lifecycle lock.
-    fn wait_poisoned(&self) -> &std::sync::atomic::AtomicBool;
     /// Whether its progress is refused: an endpoint bound to it failed to
     /// enable on a provider that keeps running it (see `Endpoint::enable`).
     fn progress_refused(&self) -> bool;
@@ -1166,7 +1270,7 @@ impl WaitSet {
             };
             let mut locks: Vec<_> = members.iter().map(|m| Some(m.lifecycle())).collect();
             let ret = with_progress_guards(&mut locks, || {
-                refuse_poisoned("fi_wait", members.iter().map(|m| Some(m.wait_poisoned())))?;
+                refuse_poisoned("fi_wait", members.iter().map(|m| Some(m.lifecycle())))?;
                 // SAFETY: fi_wait(3) on an open wait set; its members'
                 // endpoints are not being enabled or closed (the guards).
                 Ok::<_, Error>(unsafe {

@@ -19,7 +19,7 @@ use libfabric::ep::CqBind;
 use libfabric::eq::{EqAttr, EqRead, ErrDataBuf, Event, EventBuf};
 use libfabric::info::{Caps, EpType};
 use libfabric::poll::PollSet;
-use libfabric::wait::{WaitObj, WaitSet, Waitable, Waiter, Wake};
+use libfabric::wait::{TryWait, TryWaitSet, WaitObj, WaitSet, Waitable, Waiter, Wake};
 use libfabric::{
     getinfo, AddressVector, BufferPool, CompletionQueue, Domain, Endpoint, Errno, Error,
     EventQueue, Fabric, Hints, Info, PassiveEndpoint,
@@ -2109,11 +2109,42 @@ fn waits_on_a_queue_after_its_endpoint_closed() {
             return;
         }
     };
+    // Sets prepared before the close look again on every call: one queue,
+    // and two (each with its progress lock).
+    let other = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new().wait(WaitObj::Fd)).unwrap();
+    let mut prepared = TryWaitSet::new(&fabric, &[&cq]).unwrap();
+    let mut prepared_two = TryWaitSet::new(&fabric, &[&other, &cq]).unwrap();
+    assert_eq!(prepared.trywait().unwrap(), TryWait::MayBlock);
+    assert_eq!(prepared_two.trywait().unwrap(), TryWait::MayBlock);
     drop(receiving_endpoint(&fabric, &domain, &info, &cq));
     let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
     let p = provider();
     let rxm = p.contains("ofi_rxm") || p.contains("ofi_rxd") || p == "shm";
     for _ in 0..3 {
+        for (set, what) in [
+            (&mut prepared, "one queue"),
+            (&mut prepared_two, "two queues"),
+        ] {
+            let tried = set.trywait();
+            if rxm {
+                assert!(
+                    matches!(tried, Err(Error::State { .. })),
+                    "{what}: {tried:?}"
+                );
+            } else {
+                assert_eq!(tried.unwrap(), TryWait::MayBlock, "{what}");
+            }
+        }
+        // The other queue's own waits are not refused.
+        assert_eq!(
+            TryWaitSet::new(&fabric, &[&other])
+                .unwrap()
+                .trywait()
+                .unwrap(),
+            TryWait::MayBlock
+        );
+        let two = libfabric::wait::trywait(&fabric, &[&other, &cq]);
+        assert_eq!(rxm, matches!(two, Err(Error::State { .. })), "{two:?}");
         let trywait = libfabric::wait::trywait(&fabric, &[&cq]);
         let sread = cq
             .sread(&mut entries, Some(Duration::from_millis(1)))

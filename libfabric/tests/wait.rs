@@ -10,7 +10,9 @@ mod common;
 use common::*;
 use libfabric::cq::{CqAttr, Msg, MsgEntry};
 use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
-use libfabric::wait::{trywait, PollFdSet, TryWait, WaitObj, WaitSet, Waitable, Waiter, Wake};
+use libfabric::wait::{
+    trywait, PollFdSet, TryWait, TryWaitSet, WaitObj, WaitSet, Waitable, Waiter, Wake,
+};
 use libfabric::{CompletionQueue, Error, EventQueue};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use std::time::{Duration, Instant};
@@ -49,6 +51,66 @@ fn trywait_refuses_queues_of_another_fabric() {
         trywait(&fabric_a, &[&eq]),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+#[test]
+fn a_prepared_trywait_set_refuses_what_trywait_refuses_and_answers_as_it_does() {
+    let (fabric, domain, _) = fabric_domain();
+    let (other_fabric, _) = common::fabric();
+    let eq = fd_eq(&fabric);
+    let foreign = fd_eq(&other_fabric);
+    assert!(matches!(
+        TryWaitSet::new(&fabric, &[&eq, &foreign]),
+        Err(Error::InvalidArgument(_))
+    ));
+    let none = EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::None)).unwrap();
+    assert!(matches!(
+        TryWaitSet::new(&fabric, &[&none]),
+        Err(Error::WrongWaitMode { .. })
+    ));
+    let Some(cq) = pollable_cq::<Msg>(&domain) else {
+        return;
+    };
+    let Some(cq2) = pollable_cq::<Msg>(&domain) else {
+        return;
+    };
+    // Every shape: no lock (event queues only), one, several, and one
+    // queue given twice.
+    let shapes: [&[&dyn Waitable]; 5] = [
+        &[&eq],
+        &[&eq, &cq],
+        &[&cq],
+        &[&eq, &cq, &cq2],
+        &[&cq, &eq, &cq],
+    ];
+    let mut buf = EventBuf::new();
+    for (at, queues) in shapes.into_iter().enumerate() {
+        let mut set = TryWaitSet::new(&fabric, queues).unwrap();
+        for round in 0..3 {
+            assert_eq!(set.trywait().unwrap(), TryWait::MayBlock, "shape {at}");
+            assert_eq!(trywait(&fabric, queues).unwrap(), TryWait::MayBlock);
+            if queues.iter().any(|q| q.wait_fid() == eq.wait_fid()) {
+                eq.write_notify(eq.fid(), at, round).unwrap();
+                let (prepared, each) = (set.trywait().unwrap(), trywait(&fabric, queues).unwrap());
+                assert_eq!(prepared, each, "shape {at}");
+                // sockets answers "may block" to every trywait
+                // (`sock_trywait`, `prov/sockets/src/sock_fabric.c` 196-200
+                // in 1.22), and keeps the fds readable while the queues
+                // hold entries.
+                if provider() != "sockets" {
+                    assert_eq!(prepared, TryWait::EventsPending, "shape {at}");
+                }
+                assert!(matches!(
+                    eq.read(&mut buf).unwrap(),
+                    EqRead::Event(Event::Notify(e)) if e.data == round
+                ));
+            }
+        }
+    }
+    // A set of no queue keeps its fabric open, and may always block.
+    let mut empty = TryWaitSet::new(&fabric, &[]).unwrap();
+    drop(fabric);
+    assert_eq!(empty.trywait().unwrap(), TryWait::MayBlock);
 }
 
 #[test]
