@@ -42,6 +42,7 @@ use std::time::Duration;
 /// The identity of a libfabric object (the address of its `struct fid`), as
 /// events and completions name it. Compare with the `fid()` of objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(transparent)]
 pub struct Fid(pub(crate) usize);
 
 impl Fid {
@@ -515,6 +516,19 @@ impl EventBuf {
         self.bytes
     }
 
+    /// The `fi_eq_entry` at the buffer's start: what an event of that
+    /// length (`FI_NOTIFY`, `FI_MR_COMPLETE`, ...) was read as.
+    #[inline(always)]
+    fn entry(&self) -> &Entry {
+        // SAFETY: the buffer holds at least an fi_eq_entry
+        // (`with_cm_data_capacity`), in u64 words (aligned for its pointers
+        // and u64), every byte initialised (zeroed when allocated, then
+        // written by the provider). Entry has fi_eq_entry's layout
+        // (`repr(C)`, asserted below), and any bits are valid for its
+        // integer fields. Borrowed from the buffer, it lives no longer.
+        unsafe { &*self.words.as_ptr().cast::<Entry>() }
+    }
+
     /// The buffer's bytes.
     #[inline(always)]
     fn as_bytes(&self) -> &[u8] {
@@ -598,9 +612,11 @@ impl ErrDataBuf {
     }
 }
 
-/// A plain event entry (`struct fi_eq_entry`).
+/// A plain event entry (`struct fi_eq_entry`), read in place from the
+/// [`EventBuf`] it was read into (copy it to keep it past the next read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[repr(C)]
 pub struct Entry {
     /// The object the event is about.
     pub fid: Fid,
@@ -609,6 +625,19 @@ pub struct Entry {
     /// Event data.
     pub data: u64,
 }
+
+// An Entry is an fi_eq_entry read in place (`EventBuf::entry`): the same
+// size and fields at the same offsets, each of the same size.
+const _: () = {
+    use std::mem::offset_of;
+    assert!(size_of::<Entry>() == size_of::<sys::fi_eq_entry>());
+    assert!(std::mem::align_of::<Entry>() <= std::mem::align_of::<u64>());
+    assert!(offset_of!(Entry, fid) == offset_of!(sys::fi_eq_entry, fid));
+    assert!(offset_of!(Entry, context) == offset_of!(sys::fi_eq_entry, context));
+    assert!(offset_of!(Entry, data) == offset_of!(sys::fi_eq_entry, data));
+    assert!(size_of::<Fid>() == size_of::<*mut sys::fid>());
+    assert!(size_of::<usize>() == size_of::<*mut c_void>());
+};
 
 /// A connection request (`FI_CONNREQ`) for a passive endpoint, read from
 /// the queue: its [`ConnRequest`] is the application's to answer.
@@ -651,14 +680,15 @@ pub struct CmEntry<'b> {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Event<'b> {
-    /// `FI_NOTIFY`: an event written by the application or a provider notice.
-    Notify(Entry),
+    /// `FI_NOTIFY`: an event written by the application or a provider
+    /// notice. The entry is read in place from the [`EventBuf`].
+    Notify(&'b Entry),
     /// `FI_MR_COMPLETE`: an asynchronous memory registration finished.
-    MrComplete(Entry),
+    MrComplete(&'b Entry),
     /// `FI_AV_COMPLETE`: an asynchronous address vector insert finished.
-    AvComplete(Entry),
+    AvComplete(&'b Entry),
     /// `FI_JOIN_COMPLETE`: a multicast join finished.
-    JoinComplete(Entry),
+    JoinComplete(&'b Entry),
     /// `FI_CONNREQ`, read.
     ConnReq(ConnReq<'b>),
     /// `FI_CONNREQ`, peeked, or written with no `fi_info`.
@@ -1340,14 +1370,9 @@ pub(crate) fn decode<'b>(
             }
         }
     } else if event == sys::FI_NOTIFY && ret >= ENTRY_LEN {
-        // SAFETY: the provider wrote at least a full fi_eq_entry (ret) at the
-        // start of the u64-aligned buffer, which holds one (EventBuf::len).
-        let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_entry) };
-        return Ok(EqRead::Event(Event::Notify(Entry {
-            fid: Fid::from_raw(e.fid),
-            context: e.context as usize,
-            data: e.data,
-        })));
+        // The provider wrote at least a full fi_eq_entry (ret).
+        let buf: &'b EventBuf = buf;
+        return Ok(EqRead::Event(Event::Notify(buf.entry())));
     }
     if is_again(ret) {
         return Ok(EqRead::Empty);
@@ -1439,14 +1464,9 @@ fn decode_slow<'b>(
         return Err(Error::call(how.name(), Errno::IO));
     }
     if needed == ENTRY_LEN {
-        // SAFETY: the provider wrote at least a full fi_eq_entry (ret) at
-        // the start of the u64-aligned buffer, which holds one (EventBuf::len).
-        let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_entry) };
-        let entry = Entry {
-            fid: Fid::from_raw(e.fid),
-            context: e.context as usize,
-            data: e.data,
-        };
+        // The provider wrote at least a full fi_eq_entry (ret).
+        let buf: &'b EventBuf = buf;
+        let entry = buf.entry();
         return Ok(EqRead::Event(match event {
             sys::FI_NOTIFY => Event::Notify(entry),
             sys::FI_MR_COMPLETE => Event::MrComplete(entry),
