@@ -652,7 +652,9 @@ impl<T: ThreadModel> Counter<T> {
                 // changed during the call (`util_cntr.c` 159-160), sockets
                 // while its error flag is set (`sock_cntr.c` 315-316, 361).
                 Err(Errno::AVAIL) => return Err(self.counter_error()),
-                Err(Errno::TIMEDOUT | Errno::AGAIN) => {}
+                // A slice's end; or a signal handled on this thread ended
+                // it early (see `is_interrupted`): on for the time left.
+                Err(Errno::TIMEDOUT | Errno::AGAIN | Errno::INTR) => {}
                 Err(errno) => return Err(Error::call(CALL, errno)),
             }
             // A slice ended: an error counted between two slices is seen

@@ -1352,10 +1352,12 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             let read = self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice))?;
             // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
             // -FI_EAGAIN (tcp), -FI_ECANCELED (sockets, on signal) or
-            // -FI_ETIMEDOUT (rxd, on timeout).
+            // -FI_ETIMEDOUT (rxd, on timeout); a signal handled on this
+            // thread, -FI_EINTR (see `is_interrupted`): the wait ended
+            // early, and goes on for the time left.
             if !matches!(
                 classify(read.ret()),
-                Err(Errno::AGAIN | Errno::CANCELED | Errno::TIMEDOUT)
+                Err(Errno::AGAIN | Errno::CANCELED | Errno::TIMEDOUT | Errno::INTR)
             ) {
                 break read;
             }

@@ -18,8 +18,8 @@
 
 use crate::connreq::{ConnRequest, RequestSource};
 use crate::error::{
-    check_len, check_queue_size, classify, is_again, try_zeroed, Errno, Error, Handback,
-    ObjectKind, Result,
+    check_len, check_queue_size, classify, is_again, is_interrupted, try_zeroed, Errno, Error,
+    Handback, ObjectKind, Result,
 };
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
@@ -27,8 +27,8 @@ use crate::info::Info;
 use crate::pep::PepCore;
 use crate::progress::{ProgressLock, ProgressRead};
 use crate::wait::{
-    open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms, Deadline,
-    WaitObj, WaitSet, WaitSetInner, Waitable,
+    open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms, unspec_is_yield,
+    Deadline, WaitObj, WaitSet, WaitSetInner, Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -793,7 +793,8 @@ impl EventQueue {
     /// [`Error::TooLarge`] for a size over
     /// [`MAX_QUEUE_SIZE`](crate::error::MAX_QUEUE_SIZE);
     /// [`Error::UnsupportedWait`] for a wait object libfabric does not name,
-    /// `FI_WAIT_YIELD`, `FI_WAIT_SET` without a wait set, or one the provider
+    /// `FI_WAIT_YIELD` (also `FI_WAIT_UNSPEC` on shm, which opens it as
+    /// that), `FI_WAIT_SET` without a wait set, or one the provider
     /// refuses (tcp refuses `FI_WAIT_MUTEX_COND`); [`Error::ForeignObject`]
     /// for a wait set of another fabric; [`Error::Call`] when `fi_eq_open`
     /// fails.
@@ -809,6 +810,11 @@ impl EventQueue {
             });
         };
         let wait_obj = wait_obj.checked("event queue")?;
+        if wait_obj == WaitObj::Unspec
+            && crate::quirks::opens_unspec_waits_as_yield(&fabric.inner.provider)
+        {
+            return Err(unspec_is_yield("event queue"));
+        }
         if let Some(set) = &attr.wait_set {
             if !set.belongs_to(&fabric.inner) {
                 return Err(Error::ForeignObject {
@@ -858,7 +864,12 @@ impl EventQueue {
         }
         let fid = OwnedFid::opened("fi_eq_open", ret, raw)?;
         let wait_obj = resolved_wait_obj("event queue", wait_obj, raw_attr.wait_obj)?;
-        let wait_obj = query_wait_obj(fid.fid(), wait_obj);
+        // Refused when the provider says it waits by yielding.
+        let wait_obj = resolved_wait_obj(
+            "event queue",
+            wait_obj,
+            query_wait_obj(fid.fid(), wait_obj).raw(),
+        )?;
         let serial_reads = crate::quirks::reads_its_eq_unlocked(&fabric.inner.provider);
         Ok(EventQueue {
             inner: Arc::new(EqInner {
@@ -1038,11 +1049,18 @@ impl EventQueue {
         if buf.cm_data_capacity() < self.inner.unchecked_from {
             return self.sread_checked(buf, timeout, flags);
         }
+        // Only a timed wait reads the clock: for the time left after an
+        // interruption.
+        let deadline = Deadline::after(timeout);
         let (ret, event) = self.sread_call(buf, timeout, flags);
         // Nothing within the timeout: -FI_EAGAIN (and an error entry that
         // another reader took first, which decodes as empty).
         if is_again(ret) {
             return Ok(EqRead::TimedOut);
+        }
+        if is_interrupted(ret) {
+            // A signal, not a failure: wait on for the time left.
+            return self.sread_checked(buf, deadline.left(), flags);
         }
         let read = decode(&self.inner, ret, event, buf, ReadCall::new(true, flags));
         if let Ok(EqRead::Empty) = read {
@@ -1113,8 +1131,10 @@ impl EventQueue {
                 let _serial = self.inner.serial_read();
                 self.sread_call(buf, wait, sys::FI_PEEK)
             };
-            if is_again(ret) {
-                if serial && !deadline.passed() {
+            // A signal ended the wait early (see `is_interrupted`): wait on
+            // for the time left, as after a slice.
+            if is_again(ret) || is_interrupted(ret) {
+                if (serial || is_interrupted(ret)) && !deadline.passed() {
                     continue;
                 }
                 return Ok(EqRead::TimedOut);

@@ -661,6 +661,20 @@ pub(crate) fn is_again(ret: isize) -> bool {
     ret == Errno::AGAIN.to_ret()
 }
 
+/// Whether a return code is `-FI_EINTR`: a signal handled on the thread
+/// ended a blocking call early. libfabric hands the interruption of the
+/// system call it blocks in up as is (`util_wait_fd_run`,
+/// `prov/util/src/util_wait.c` 396-407 in 1.17, which retries only in
+/// debug builds; sockets' `fi_poll_fd`, `src/common.c` 151-160), and
+/// `epoll_wait(2)` and
+/// `poll(2)` are never restarted, `SA_RESTART` or not. Every blocking call
+/// of the crate takes it as a wait cut short and waits on for the time
+/// left.
+#[inline(always)]
+pub(crate) fn is_interrupted(ret: isize) -> bool {
+    ret == Errno::INTR.to_ret()
+}
+
 /// Checks a libfabric return code: 0 (or positive) is success.
 #[inline]
 pub(crate) fn check(call: &'static str, ret: impl Ret) -> Result<()> {

@@ -12,6 +12,20 @@ pub(crate) fn keeps_closed_endpoints_in_waits(provider: &str) -> bool {
     provider.contains("ofi_rxm") || provider.contains("ofi_rxd") || provider == "shm"
 }
 
+/// Whether the provider's fabric opens its wait objects for
+/// `FI_WAIT_UNSPEC` as `FI_WAIT_YIELD`, and says so nowhere the crate can
+/// read: shm's `smr_wait_open` (`prov/shm/src/smr_fabric.c` 38-51 in
+/// 1.17, the same in 1.22 and 2.1) opens a util yield wait, whose wait
+/// ignores its timeout (`util_wait_yield_run`, `prov/util/src/util_wait.c`
+/// 592-611), and an event queue's `FI_GETWAITOBJ` still answers
+/// `FI_WAIT_UNSPEC`. What the fabric opens that way: event queues and wait
+/// sets (its completion queues resolve in place and are caught there, see
+/// `wait::resolved_wait_obj`; its counters, `cntr::CntrAttr`). A timed
+/// `fi_eq_sread` or `fi_wait` on one never returned (measured, 1.17).
+pub(crate) fn opens_unspec_waits_as_yield(provider: &str) -> bool {
+    provider == "shm"
+}
+
 /// Whether the provider's event queue reads take an entry after an
 /// unlocked look at the queue, so that two reads on two threads may take
 /// the same entry (the second then treats the list's head as an entry:

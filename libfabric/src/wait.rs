@@ -395,6 +395,18 @@ pub(crate) fn resolved_wait_obj(
     }
 }
 
+/// The refusal of `FI_WAIT_UNSPEC` for a `queue` of a fabric that opens it
+/// as `FI_WAIT_YIELD` ([`crate::quirks::opens_unspec_waits_as_yield`]).
+#[cold]
+pub(crate) fn unspec_is_yield(queue: &'static str) -> Error {
+    Error::UnsupportedWait {
+        queue,
+        requested: WaitObj::Unspec,
+        reason: "the provider (shm) opens FI_WAIT_UNSPEC as FI_WAIT_YIELD, whose waits ignore \
+                 their timeout: ask for WaitObj::Fd",
+    }
+}
+
 /// Queries `FI_GETWAITOBJ`: which wait object the provider really uses.
 pub(crate) fn query_wait_obj(fid: *mut sys::fid, requested: WaitObj) -> WaitObj {
     if matches!(requested, WaitObj::None | WaitObj::Set) {
@@ -1056,8 +1068,13 @@ impl PollFdSet {
     ///
     /// # Errors
     /// [`Error::System`] when `poll` fails (other than by a signal, which
-    /// is retried).
+    /// is retried for the time left).
     pub fn poll(&mut self, timeout: Option<Duration>) -> Result<usize> {
+        // A signal restarts the wait for the time left, not the whole
+        // timeout: under signals arriving faster than the timeout, a poll
+        // given the whole of it again each time never returned.
+        let deadline = Deadline::after(timeout);
+        let mut wait = timeout;
         loop {
             // SAFETY: fds is a valid array of len pollfd entries; the fds
             // belong to the queue the set was refreshed from.
@@ -1065,7 +1082,7 @@ impl PollFdSet {
                 libc::poll(
                     self.fds.as_mut_ptr(),
                     self.fds.len() as libc::nfds_t,
-                    timeout_ms(timeout),
+                    timeout_ms(wait),
                 )
             };
             if n >= 0 {
@@ -1075,6 +1092,10 @@ impl PollFdSet {
             if err.kind() != std::io::ErrorKind::Interrupted {
                 return Err(Error::system("poll", err));
             }
+            if deadline.passed() {
+                return Ok(0);
+            }
+            wait = deadline.left();
         }
     }
 
@@ -1198,7 +1219,8 @@ impl WaitSet {
     /// `fi_wait_open` with the given wait object (`Fd` or `Unspec`).
     ///
     /// # Errors
-    /// [`Error::UnsupportedWait`] for `None`, `Set`, `Yield`, a wait object
+    /// [`Error::UnsupportedWait`] for `None`, `Set`, `Yield` (also
+    /// `Unspec` on shm, which opens it as `FI_WAIT_YIELD`), a wait object
     /// libfabric does not name, or one the provider refuses; [`Error::Call`]
     /// when `fi_wait_open` fails otherwise.
     #[doc(alias = "fi_wait_open")]
@@ -1212,6 +1234,11 @@ impl WaitSet {
                 requested: wait_obj,
                 reason: "a wait set needs a real wait object",
             });
+        }
+        if wait_obj == WaitObj::Unspec
+            && crate::quirks::opens_unspec_waits_as_yield(&fabric.inner.provider)
+        {
+            return Err(unspec_is_yield("wait set"));
         }
         let mut attr = sys::fi_wait_attr {
             wait_obj: wait_obj.raw(),
@@ -1232,7 +1259,12 @@ impl WaitSet {
             });
         }
         let fid = OwnedFid::opened("fi_wait_open", ret, raw)?;
-        let kind = query_wait_obj(fid.fid(), wait_obj);
+        // Refused when the provider says it waits by yielding.
+        let kind = resolved_wait_obj(
+            "wait set",
+            wait_obj,
+            query_wait_obj(fid.fid(), wait_obj).raw(),
+        )?;
         Ok(WaitSet {
             inner: Arc::new(WaitSetInner {
                 fid,
@@ -1279,11 +1311,20 @@ impl WaitSet {
             })?;
             drop(locks);
             drop(members);
-            if !matches!(classify(ret), Err(Errno::TIMEDOUT | Errno::AGAIN)) {
-                return check("fi_wait", ret).map(|()| true);
-            }
-            if remaining.is_some_and(|r| r <= slice) {
-                return Ok(false);
+            match classify(ret) {
+                Err(Errno::TIMEDOUT | Errno::AGAIN) => {
+                    if remaining.is_some_and(|r| r <= slice) {
+                        return Ok(false);
+                    }
+                }
+                // A signal handled on this thread ended the slice early
+                // (see `is_interrupted`): on for the time left.
+                Err(Errno::INTR) => {
+                    if deadline.passed() {
+                        return Ok(false);
+                    }
+                }
+                _ => return check("fi_wait", ret).map(|()| true),
             }
         }
     }

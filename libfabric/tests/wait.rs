@@ -359,3 +359,52 @@ fn poll_set_names_the_queue_with_completions() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Runs `f` on a thread of its own and fails when it has not returned
+/// within `limit` (the thread is left behind: a wait that ignores its
+/// timeout never returns).
+fn within<R: Send + 'static>(limit: Duration, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("the wait did not return within {limit:?}"))
+}
+
+#[test]
+fn unspec_event_queues_and_wait_sets_end_their_timed_waits_or_are_refused() {
+    // shm's fabric opens FI_WAIT_UNSPEC wait objects as FI_WAIT_YIELD
+    // (`smr_wait_open`, `prov/shm/src/smr_fabric.c` 38-51), whose waits
+    // ignore their timeout, and the event queue's FI_GETWAITOBJ still
+    // answers FI_WAIT_UNSPEC: a timed sread or fi_wait never returned.
+    const T: Duration = Duration::from_millis(200);
+    let (fabric, _) = fabric();
+    match EventQueue::open(&fabric, &EqAttr::new().wait(WaitObj::Unspec)) {
+        Ok(eq) => {
+            let start = Instant::now();
+            let read = within(Duration::from_secs(10), move || {
+                let mut buf = EventBuf::new();
+                eq.sread(&mut buf, Some(T))
+                    .map(|r| matches!(r, EqRead::TimedOut))
+            });
+            assert_eq!(read.as_ref().ok().copied(), Some(true), "{read:?}");
+            assert!(start.elapsed() >= T);
+        }
+        Err(Error::UnsupportedWait { .. }) if provider() == "shm" => {}
+        Err(e) => panic!("an FI_WAIT_UNSPEC event queue on {}: {e}", provider()),
+    }
+    match WaitSet::open(&fabric, WaitObj::Unspec) {
+        Ok(set) => {
+            let start = Instant::now();
+            let r = within(Duration::from_secs(10), move || set.wait(Some(T)));
+            assert_eq!(r.as_ref().ok().copied(), Some(false), "{r:?}");
+            assert!(start.elapsed() >= T);
+        }
+        Err(Error::UnsupportedWait { .. }) if provider() == "shm" => {}
+        Err(e) => panic!("an FI_WAIT_UNSPEC wait set on {}: {e}", provider()),
+    }
+    // The default event queue still blocks on shm (FI_WAIT_FD).
+    let eq = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
+    assert_ne!(eq.wait_obj(), WaitObj::None, "{}", provider());
+}
