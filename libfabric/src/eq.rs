@@ -28,7 +28,7 @@ use crate::pep::PepCore;
 use crate::progress::{ProgressLock, ProgressRead};
 use crate::wait::{
     open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms, unspec_is_yield,
-    Deadline, WaitObj, WaitSet, WaitSetInner, Waitable,
+    Deadline, Started, WaitObj, WaitSet, WaitSetInner, Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -213,6 +213,9 @@ pub(crate) struct EqInner {
     pub(crate) fabric: Arc<FabricInner>,
     _wait_set: Option<Arc<WaitSetInner>>,
     wait_obj: WaitObj,
+    /// `wait_obj` can block an `sread` (`WaitObj::can_sread`), worked out
+    /// once: one test per `sread`.
+    blocks: bool,
     writable: bool,
     /// Largest connection data any endpoint bound to the queue may carry
     /// (see [`admit_cm_data`](Self::admit_cm_data)).
@@ -877,6 +880,7 @@ impl EventQueue {
                 fabric: fabric.inner.clone(),
                 _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
                 wait_obj,
+                blocks: wait_obj.can_sread(),
                 writable: attr.flags & sys::FI_WRITE != 0,
                 max_cm_data: AtomicUsize::new(0),
                 small_reads: ProgressLock::default(),
@@ -1039,7 +1043,7 @@ impl EventQueue {
         timeout: Option<Duration>,
         flags: u64,
     ) -> Result<EqRead<'b>> {
-        if !self.inner.wait_obj.can_sread() {
+        if !self.inner.blocks {
             return Err(Error::WrongWaitMode {
                 call: "fi_eq_sread",
                 needed: "FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND or FI_WAIT_POLLFD",
@@ -1051,7 +1055,7 @@ impl EventQueue {
         }
         // Only a timed wait reads the clock: for the time left after an
         // interruption.
-        let deadline = Deadline::after(timeout);
+        let started = Started::now(timeout);
         let (ret, event) = self.sread_call(buf, timeout, flags);
         // Nothing within the timeout: -FI_EAGAIN (and an error entry that
         // another reader took first, which decodes as empty).
@@ -1060,7 +1064,7 @@ impl EventQueue {
         }
         if is_interrupted(ret) {
             // A signal, not a failure: wait on for the time left.
-            return self.sread_checked(buf, deadline.left(), flags);
+            return self.sread_checked(buf, started.left(timeout), flags);
         }
         let read = decode(&self.inner, ret, event, buf, ReadCall::new(true, flags));
         if let Ok(EqRead::Empty) = read {
