@@ -92,10 +92,8 @@ fn fds_left() -> usize {
         rlim_max: 0,
     };
     // SAFETY: getrlimit(2) writes the limit into the struct given.
-    assert_eq!(
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-        0
-    );
+    let ret = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(ret, 0);
     let open = std::fs::read_dir("/proc/self/fd")
         .expect("/proc/self/fd")
         .count();
