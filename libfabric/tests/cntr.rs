@@ -15,7 +15,7 @@ use libfabric::ep::CqBind;
 use libfabric::eq::Fid;
 use libfabric::info::EpType;
 use libfabric::poll::PollSet;
-use libfabric::wait::{trywait, TryWait, WaitObj, Waitable, Waiter, Wake};
+use libfabric::wait::{trywait, TryWait, TryWaitSet, WaitObj, Waitable, Waiter, Wake};
 use libfabric::{CompletionQueue, Domain, Endpoint, Error, EventQueue, Fabric, Info};
 use std::time::{Duration, Instant};
 
@@ -991,6 +991,75 @@ fn waits_on_a_counter_after_its_endpoint_closed_are_refused_where_unsafe() {
         let _ = tried.expect("fi_trywait");
     }
     // Reads and adds still work.
+    c.add(2).unwrap();
+    assert_eq!(c.read().unwrap(), 2);
+}
+
+/// Trywait sets made while an endpoint bound to the counter (and to a
+/// completion queue) is open look at the counter again on every call: once
+/// the endpoint closed, every shape that holds the counter is refused
+/// where a wait would call into the endpoint (rxm, rxd, shm), and runs
+/// elsewhere; another counter's sets, and the counter's reads, are not
+/// refused.
+#[test]
+fn trywait_sets_made_before_a_close_refuse_the_counter_where_unsafe() {
+    if !has_counters() {
+        return;
+    }
+    let (fabric, domain, info) = fabric_domain();
+    let c = counter(&domain);
+    if !blocks(&c) {
+        return skip("its counters have no wait object");
+    }
+    let other = counter(&domain);
+    let eq = fd_eq(&fabric);
+    let b = bound_endpoint(&fabric, &domain, &info, &c, true);
+    let cq = b._cq.clone();
+    let shapes: [(&str, &[&dyn Waitable]); 6] = [
+        ("the counter", &[&c]),
+        ("an event queue and the counter", &[&eq, &c]),
+        ("another counter and the counter", &[&other, &c]),
+        ("the counter given twice", &[&c, &eq, &c]),
+        ("its completion queue and the counter", &[&cq, &c]),
+        (
+            "the counter, its queue, the counter",
+            &[&c, &cq, &other, &c],
+        ),
+    ];
+    let mut sets = Vec::new();
+    for (what, queues) in shapes {
+        if queues.iter().any(|q| q.wait_obj() == WaitObj::None) {
+            println!("SKIP {what}: its completion queue has no wait object");
+            continue;
+        }
+        let mut set = TryWaitSet::new(&fabric, queues).unwrap();
+        // Either answer: the util trywait reports a count that changed.
+        let _ = set
+            .trywait()
+            .unwrap_or_else(|e| panic!("{what}, before the close: {e}"));
+        sets.push((what, set));
+    }
+    assert!(sets.len() >= 4, "{} shapes", sets.len());
+    drop(b);
+    let p = provider();
+    let unsafe_after_close = p.contains("ofi_rxm") || p.contains("ofi_rxd") || p == "shm";
+    for _ in 0..2 {
+        for (what, set) in &mut sets {
+            let tried = set.trywait();
+            if unsafe_after_close {
+                assert!(
+                    matches!(tried, Err(Error::State { .. })),
+                    "{what}: {tried:?}"
+                );
+            } else {
+                let _ = tried.unwrap_or_else(|e| panic!("{what}: {e}"));
+            }
+        }
+    }
+    let _ = TryWaitSet::new(&fabric, &[&other, &eq])
+        .unwrap()
+        .trywait()
+        .expect("another counter's set");
     c.add(2).unwrap();
     assert_eq!(c.read().unwrap(), 2);
 }

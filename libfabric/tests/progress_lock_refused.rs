@@ -10,6 +10,7 @@ mod common;
 
 use common::*;
 use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
+use libfabric::wait::{TryWaitSet, WaitObj, Waitable};
 use libfabric::{CntrAttr, CntrBind, CompletionQueue, Counter, Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -71,6 +72,33 @@ fn reads_on_other_threads_are_refused_from_a_failed_enable_until_the_close() {
     let refused = AtomicUsize::new(0);
     let ran = AtomicUsize::new(0);
     let mut skipped = None;
+    // Trywait sets made before the failed enables: refused from each on
+    // where the provider keeps the endpoint in the queue's wait object, for
+    // good (after the close too).
+    let mut sets: Vec<TryWaitSet<'_>> = Vec::new();
+    let cq_waits = cq.wait_obj() != WaitObj::None;
+    if cq_waits {
+        sets.push(TryWaitSet::new(&fabric, &[&cq]).unwrap());
+    }
+    if let Some(c) = cntr.as_ref().filter(|c| c.wait_obj() != WaitObj::None) {
+        sets.push(TryWaitSet::new(&fabric, &[c]).unwrap());
+        if cq_waits {
+            sets.push(TryWaitSet::new(&fabric, &[&cq, c, &cq]).unwrap());
+        }
+    }
+    let mut check_sets = |when: &str| {
+        for set in &mut sets {
+            let tried = set.trywait();
+            if walks {
+                assert!(
+                    matches!(tried, Err(Error::State { .. })),
+                    "a trywait set made before, {when}: {tried:?}"
+                );
+            } else {
+                let _ = tried.unwrap_or_else(|e| panic!("a trywait set, {when}: {e}"));
+            }
+        }
+    };
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
@@ -121,6 +149,7 @@ fn reads_on_other_threads_are_refused_from_a_failed_enable_until_the_close() {
             phase.store(round * 4 + FAILED, Ordering::SeqCst);
             refused.store(0, Ordering::Relaxed);
             wait_for(&refused, "after the failed enable");
+            check_sets("after the failed enable");
             phase.store(round * 4 + CLOSING, Ordering::SeqCst);
             if round % 2 == 0 {
                 drop(ep);
@@ -130,6 +159,7 @@ fn reads_on_other_threads_are_refused_from_a_failed_enable_until_the_close() {
             phase.store(round * 4 + CLOSED, Ordering::SeqCst);
             ran.store(0, Ordering::Relaxed);
             wait_for(&ran, "after the close");
+            check_sets("after the close");
         }
         stop.store(true, Ordering::Relaxed);
     });
@@ -138,7 +168,8 @@ fn reads_on_other_threads_are_refused_from_a_failed_enable_until_the_close() {
         return;
     }
     println!(
-        "provider {p}: {ROUNDS} failed enables, reads on {} threads checked",
-        2 + usize::from(cntr.is_some())
+        "provider {p}: {ROUNDS} failed enables, reads on {} threads and {} trywait sets checked",
+        2 + usize::from(cntr.is_some()),
+        sets.len()
     );
 }

@@ -2,8 +2,10 @@
 //! lock's protocol, explored exhaustively.
 //!
 //! The threads below are a step-by-step transcription of `read`,
-//! `read_contended`, `leave`, `last_reader_left`, `write`, the write
-//! guard's drop, `set_notice` and `set_broken`: one step per atomic
+//! `read_for_wait`, `read_contended`, `leave`, `last_reader_left`, `write`,
+//! the write guard's drop, `set_notice`, `set_broken` and `set_poisoned`
+//! (under the lock held exclusively, as an endpoint's close sets it): one
+//! step per atomic
 //! operation on the lock word and per mutex or condition variable
 //! operation, the word's operations taken as sequentially consistent (all
 //! of them are read-modify-writes, so each release heads a release
@@ -12,23 +14,54 @@
 //!
 //! Checked in every reachable state: no writer beside a reader or another
 //! writer; the reader count in the word equals the threads counted in it;
+//! a reader in the lock noted what its entry looks at and nothing else (a
+//! wait's reader the poison exactly as the word holds it, which only a
+//! writer changes; a plain reader never the poison);
 //! from every state, every thread can still finish (no lost wake-up, no
 //! state from which the threads can only wait); and where no step is
 //! possible, every thread finished and the word holds no reader, writer or
-//! writer-parked bit, and its flags as the flag thread left them.
+//! writer-parked bit, and its flags as the flag thread and the poisoning
+//! writers left them.
 
 use super::{
-    readers, BROKEN, BROKEN_ONE, NOTED, NOTICE, READER, READERS_PARKED, WRITER, WRITER_PARKED,
+    readers, BROKEN, BROKEN_ONE, NOTED, NOTICE, POISONED, READER, READERS_PARKED, WRITER,
+    WRITER_PARKED,
 };
 use std::collections::HashMap;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Kind {
+    /// `read`: looks at `NOTED`.
     Reader,
+    /// `read_for_wait`: looks at `NOTED | POISONED`.
+    WaitReader,
     Writer,
+    /// A writer that sets the poison in its first round, holding the lock
+    /// (as an endpoint's close and a failed enable do).
+    PoisoningWriter,
     /// Sets the notice and the broken count and takes them back, without
     /// the lock (as `Epochs::publish` and an endpoint's drop do).
     Flags,
+}
+
+impl Kind {
+    /// The steps the thread runs: a reader's or a writer's (or the flag
+    /// thread's).
+    fn steps(self) -> Kind {
+        match self {
+            Kind::WaitReader => Kind::Reader,
+            Kind::PoisoningWriter => Kind::Writer,
+            k => k,
+        }
+    }
+
+    /// What the reader's entry looks at (`enter`'s `LOOKS`).
+    fn looks(self) -> u64 {
+        match self {
+            Kind::WaitReader => NOTED | POISONED,
+            _ => NOTED,
+        }
+    }
 }
 
 // Reader steps.
@@ -66,6 +99,8 @@ struct Thread {
     v: u64,
     /// Rounds left, or for the flag thread the next change.
     left: u8,
+    /// What a reader's entry returned (`Noted`), once in the lock.
+    noted: u64,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -93,6 +128,8 @@ const FLAG_CHANGES: u8 = 4;
 
 struct Model<'a> {
     kinds: &'a [Kind],
+    /// Rounds each reader and writer runs.
+    rounds: u8,
     spurious: bool,
     /// A deliberate fault, to show that the exploration finds it.
     fault: Option<Fault>,
@@ -106,6 +143,14 @@ enum Fault {
     DropWithoutWake,
     /// A reader that finds a writer waits for it still counted.
     WaitCounted,
+    /// `read_contended` notes `NOTED` whatever its entry looks at: a wait
+    /// that took the slow path misses the poison.
+    ContendedLooksAtNoted,
+    /// The poison set before the lock is taken exclusively: a wait in the
+    /// lock has not seen it.
+    PoisonBeforeTheLock,
+    /// The write guard's drop clears the poison with its own bits.
+    DropClearsPoison,
 }
 
 impl Model<'_> {
@@ -119,13 +164,14 @@ impl Model<'_> {
                 .kinds
                 .iter()
                 .map(|k| Thread {
-                    pc: match k {
+                    pc: match k.steps() {
                         Kind::Reader => R_ADD,
-                        Kind::Writer => W_MUTEX,
                         Kind::Flags => 0,
+                        _ => W_MUTEX,
                     },
                     v: 0,
                     left: if *k == Kind::Flags { 0 } else { rounds },
+                    noted: 0,
                 })
                 .collect(),
         }
@@ -138,7 +184,8 @@ impl Model<'_> {
         let t = s.threads[i];
         let mut n = s.clone();
         let go = |n: &mut State, pc: u8| n.threads[i].pc = pc;
-        match (self.kinds[i], t.pc) {
+        let kind = self.kinds[i];
+        match (kind.steps(), t.pc) {
             (_, DONE) => return,
             (Kind::Flags, k) => {
                 if k >= FLAG_CHANGES {
@@ -156,14 +203,12 @@ impl Model<'_> {
                 let seen = n.word;
                 n.word += READER;
                 n.threads[i].v = seen;
-                go(
-                    &mut n,
-                    if seen & (WRITER | NOTED) == 0 {
-                        R_CS
-                    } else {
-                        R_CONT
-                    },
-                );
+                if seen & (WRITER | kind.looks()) == 0 {
+                    n.threads[i].noted = 0;
+                    go(&mut n, R_CS);
+                } else {
+                    go(&mut n, R_CONT);
+                }
             }
             (Kind::Reader, R_CONT) => {
                 if t.v & WRITER != 0 && self.fault == Some(Fault::WaitCounted) {
@@ -171,9 +216,18 @@ impl Model<'_> {
                     if n.word & WRITER != 0 {
                         return;
                     }
+                    n.threads[i].noted = t.v & kind.looks();
                     go(&mut n, R_CS);
+                } else if t.v & WRITER != 0 {
+                    go(&mut n, R_BACK);
                 } else {
-                    go(&mut n, if t.v & WRITER != 0 { R_BACK } else { R_CS });
+                    let looks = if self.fault == Some(Fault::ContendedLooksAtNoted) {
+                        NOTED
+                    } else {
+                        kind.looks()
+                    };
+                    n.threads[i].noted = t.v & looks;
+                    go(&mut n, R_CS);
                 }
             }
             (Kind::Reader, R_BACK) => {
@@ -257,6 +311,7 @@ impl Model<'_> {
             (Kind::Reader, R_LEAVE) => {
                 let was = n.word;
                 n.word -= READER;
+                n.threads[i].noted = 0;
                 if was & WRITER_PARKED != 0 && readers(was) == 1 {
                     go(&mut n, R_LEAVE_NOTIFY);
                 } else {
@@ -269,6 +324,9 @@ impl Model<'_> {
                     return;
                 }
                 n.writers = me;
+                if self.poisons(i, &n) && self.fault == Some(Fault::PoisonBeforeTheLock) {
+                    n.word |= POISONED;
+                }
                 go(&mut n, W_OR);
             }
             (Kind::Writer, W_OR) => {
@@ -287,10 +345,19 @@ impl Model<'_> {
                     go(&mut n, W_PARK_UNLOCK);
                 }
             }
-            (Kind::Writer, W_CS) => go(&mut n, W_DROP),
+            (Kind::Writer, W_CS) => {
+                // set_poisoned, holding the lock exclusively.
+                if self.poisons(i, &n) {
+                    n.word |= POISONED;
+                }
+                go(&mut n, W_DROP);
+            }
             (Kind::Writer, W_DROP) => {
                 let was = n.word;
                 n.word &= !(WRITER | WRITER_PARKED | READERS_PARKED);
+                if self.fault == Some(Fault::DropClearsPoison) {
+                    n.word &= !POISONED;
+                }
                 go(
                     &mut n,
                     if was & READERS_PARKED != 0 && self.fault != Some(Fault::DropWithoutWake) {
@@ -322,9 +389,15 @@ impl Model<'_> {
         n.waiting = 0;
     }
 
+    /// Whether writer `i` sets the poison in the round it is in: a
+    /// poisoning writer, in its first.
+    fn poisons(&self, i: usize, n: &State) -> bool {
+        self.kinds[i] == Kind::PoisoningWriter && n.threads[i].left == self.rounds
+    }
+
     fn next_round(&self, n: &mut State, i: usize) -> u8 {
         n.threads[i].left -= 1;
-        match (n.threads[i].left, self.kinds[i]) {
+        match (n.threads[i].left, self.kinds[i].steps()) {
             (0, _) => DONE,
             (_, Kind::Reader) => R_ADD,
             _ => W_MUTEX,
@@ -352,15 +425,34 @@ impl Model<'_> {
             .iter()
             .zip(self.kinds)
             .filter(|(t, k)| {
-                **k == Kind::Reader && matches!(t.pc, R_CONT | R_BACK | R_CS | R_LEAVE)
+                k.steps() == Kind::Reader && matches!(t.pc, R_CONT | R_BACK | R_CS | R_LEAVE)
             })
             .count() as u64;
         assert_eq!(readers(s.word), counted, "reader count: {s:?}");
+        for (t, k) in s.threads.iter().zip(self.kinds) {
+            if k.steps() != Kind::Reader || !matches!(t.pc, R_CS | R_LEAVE) {
+                continue;
+            }
+            assert_eq!(
+                t.noted & !k.looks(),
+                0,
+                "noted beyond what it looks at: {s:?}"
+            );
+            if *k == Kind::WaitReader {
+                // The poison changes only under the lock held exclusively:
+                // a wait in the lock knows it as it is.
+                assert_eq!(
+                    t.noted & POISONED,
+                    s.word & POISONED,
+                    "a wait in the lock noted the poison wrong: {s:?}"
+                );
+            }
+        }
     }
 
     /// Explores every interleaving; returns the number of states.
-    fn explore(&self, rounds: u8) -> usize {
-        let init = self.initial(rounds);
+    fn explore(&self) -> usize {
+        let init = self.initial(self.rounds);
         let mut index: HashMap<State, usize> = HashMap::new();
         let mut states: Vec<State> = Vec::new();
         let mut preds: Vec<Vec<usize>> = Vec::new();
@@ -382,11 +474,15 @@ impl Model<'_> {
                     s.threads.iter().all(|t| t.pc == DONE),
                     "stuck (a lost wake-up or a deadlock): {s:?}"
                 );
-                let flags = if self.kinds.contains(&Kind::Flags) {
+                let mut flags = if self.kinds.contains(&Kind::Flags) {
                     set_broken(set_broken(0, true), false)
                 } else {
                     0
                 };
+                if self.kinds.contains(&Kind::PoisoningWriter) {
+                    // For good: no writer or flag change takes it back.
+                    flags |= POISONED;
+                }
                 assert_eq!(s.word & !READERS_PARKED, flags, "left over: {s:?}");
                 assert_eq!((s.writers, s.parked, s.waiting), (0, 0, 0));
                 finals.push(at);
@@ -435,10 +531,11 @@ fn run(kinds: &[Kind], rounds: u8) {
     for spurious in [false, true] {
         let model = Model {
             kinds,
+            rounds,
             spurious,
             fault: None,
         };
-        let n = model.explore(rounds);
+        let n = model.explore();
         println!("{kinds:?} x{rounds}, spurious wake-ups {spurious}: {n} states");
         assert!(n > 100);
     }
@@ -471,6 +568,31 @@ fn three_readers_and_two_writers() {
     run(&[Reader, Reader, Reader, Writer, Writer], 1);
 }
 
+/// A wait and a read beside a writer that poisons the queue under the
+/// lock: the wait notes the poison exactly when the word holds it, the
+/// read never, and it outlives the writer's later rounds.
+#[test]
+fn a_wait_and_a_read_beside_a_poisoning_writer_two_rounds() {
+    use Kind::*;
+    run(&[WaitReader, Reader, PoisoningWriter], 2);
+}
+
+/// And beside a writer that does not poison.
+#[test]
+#[ignore = "long in a debug build: run with --release -- --ignored"]
+fn a_wait_and_a_read_beside_a_poisoning_writer_and_another_two_rounds() {
+    use Kind::*;
+    run(&[WaitReader, Reader, PoisoningWriter, Writer], 2);
+}
+
+/// The poison beside the notice and the broken count, which change
+/// without the lock meanwhile.
+#[test]
+fn a_wait_beside_a_poisoning_writer_and_flag_changes_three_rounds() {
+    use Kind::*;
+    run(&[WaitReader, PoisoningWriter, Flags], 3);
+}
+
 /// The exploration finds what it is for: each fault, put in on purpose,
 /// leaves some interleaving stuck.
 #[test]
@@ -485,10 +607,11 @@ fn the_model_finds_lost_wake_ups_and_deadlocks() {
         let found = std::panic::catch_unwind(|| {
             Model {
                 kinds: &kinds,
+                rounds: 2,
                 spurious: false,
                 fault: Some(fault),
             }
-            .explore(2)
+            .explore()
         });
         let Err(e) = found else {
             panic!("{fault:?} went unnoticed");
@@ -498,5 +621,33 @@ fn the_model_finds_lost_wake_ups_and_deadlocks() {
             what.contains("stuck") || what.contains("never finish"),
             "{fault:?}: {what}"
         );
+    }
+}
+
+/// And each fault of the poison: a wait that misses it, or a poison that
+/// does not last.
+#[test]
+fn the_model_finds_a_poison_missed_or_lost() {
+    use Kind::*;
+    for (fault, expected) in [
+        (Fault::ContendedLooksAtNoted, "noted the poison wrong"),
+        (Fault::PoisonBeforeTheLock, "noted the poison wrong"),
+        (Fault::DropClearsPoison, "left over"),
+    ] {
+        let kinds = [WaitReader, PoisoningWriter];
+        let found = std::panic::catch_unwind(|| {
+            Model {
+                kinds: &kinds,
+                rounds: 2,
+                spurious: false,
+                fault: Some(fault),
+            }
+            .explore()
+        });
+        let Err(e) = found else {
+            panic!("{fault:?} went unnoticed");
+        };
+        let what = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(what.contains(expected), "{fault:?}: {what}");
     }
 }
