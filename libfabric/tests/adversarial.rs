@@ -2188,7 +2188,7 @@ fn an_info_list_taken_apart_hands_out_every_entry_once() {
     // Every entry of the list, owned, none dropped on the way (the nodes
     // are detached, not copied); those not taken are freed with the
     // iterator (valgrind: no leak, no double free).
-    let hints = Hints::new().node(&node());
+    let hints = Hints::new().node(node());
     let describe = |e: &libfabric::info::InfoEntry| {
         (
             e.provider().to_owned(),
