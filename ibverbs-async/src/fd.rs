@@ -240,15 +240,19 @@ impl Deadline {
 }
 
 /// Waits until `fd` is readable, `stopper` is stopped (checked first) or
-/// the deadline passes. `EINTR` restarts the wait with the time left.
+/// the deadline passes. `EINTR` restarts the wait with the time left. A
+/// deadline that has passed (a zero timeout) still looks at the fds once,
+/// without waiting: the answer is whether they are ready now, never a
+/// timeout reported without looking.
 pub(crate) fn wait_readable(
     fd: BorrowedFd<'_>,
     stopper: Option<&Stopper>,
     deadline: Deadline,
 ) -> Result<Wait<()>> {
     loop {
-        let Some(timeout) = deadline.remaining() else {
-            return Ok(Wait::TimedOut);
+        let (timeout, last) = match deadline.remaining() {
+            Some(timeout) => (timeout, false),
+            None => (PollTimeout::ZERO, true),
         };
         let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
         let mut both;
@@ -263,6 +267,7 @@ pub(crate) fn wait_readable(
             }
         };
         match poll(fds, timeout) {
+            Ok(0) if last => return Ok(Wait::TimedOut),
             Ok(0) => {}
             Ok(_) => {
                 let stopped = stopper.is_some() && fds[0].any().unwrap_or(false);
@@ -306,6 +311,12 @@ mod tests {
         assert!(ready(
             wait_readable(r.as_fd(), None, Deadline::Never).unwrap()
         ));
+        // A zero timeout, or one already past, still says the fd is
+        // readable: it looks once without waiting.
+        let t = wait_readable(r.as_fd(), None, Deadline::after(Duration::ZERO));
+        assert!(ready(t.unwrap()));
+        let past = Deadline::At(Instant::now() - Duration::from_millis(1));
+        assert!(ready(wait_readable(r.as_fd(), None, past).unwrap()));
         let t = wait_readable(r.as_fd(), None, Deadline::after(Duration::from_secs(5)));
         assert!(ready(t.unwrap()));
     }
