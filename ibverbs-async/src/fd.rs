@@ -141,9 +141,22 @@ impl Stopper {
     }
 }
 
-impl AsFd for Stopper {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+impl Stopper {
+    /// The eventfd, to poll for readability beside other fds (readable
+    /// means stopped), as an [`EventFd`]: like the event fds, it is not
+    /// handed out as a `BorrowedFd`, through which safe code could clear
+    /// `O_NONBLOCK` on it, after which [`reset`](Stopper::reset) of a
+    /// stopper not stopped would block for ever.
+    #[must_use]
+    pub fn fd(&self) -> EventFd<'_> {
+        EventFd::new(self.fd.as_fd())
+    }
+}
+
+impl AsRawFd for Stopper {
+    /// The eventfd's number (see [`Stopper::fd`]).
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_fd().as_raw_fd()
     }
 }
 
@@ -156,8 +169,9 @@ impl std::fmt::Debug for Stopper {
 }
 
 /// An event fd of the crate (a context's async fd, a completion channel's
-/// fd), handed out to be polled for readability only: by `poll(2)`,
-/// `epoll(7)`, or a reactor such as `mio`'s `SourceFd`.
+/// fd, a [`Stopper`]'s eventfd), handed out to be polled for readability
+/// only: by `poll(2)`, `epoll(7)`, or a reactor such as `mio`'s
+/// `SourceFd`.
 ///
 /// It gives the raw number ([`AsRawFd`]), not a
 /// [`BorrowedFd`]: with a `BorrowedFd`, safe code could duplicate it and
