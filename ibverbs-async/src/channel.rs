@@ -27,6 +27,13 @@ pub(crate) struct ChannelInner {
     id: ObjectId,
     dead: bool,
     pub(crate) ctx: Arc<ContextInner>,
+    /// Woken at every event read from the channel, by any reader (a
+    /// blocking get, any [`CqEvents`](crate::tokio::CqEvents) of the
+    /// channel): the read disarms the CQ it names, and a
+    /// [`CqEvents::poll_cq`](crate::tokio::CqEvents::poll_cq) waiting for
+    /// that CQ must then poll it and re-arm, or sleep for ever.
+    #[cfg(feature = "tokio")]
+    pub(crate) reads: ::tokio::sync::Notify,
 }
 
 // SAFETY: verbs objects are safe for multi-threaded access (ibv_alloc_td(3));
@@ -71,6 +78,9 @@ impl ChannelInner {
             match self.ctx.cqs.lookup(cq as usize) {
                 Lookup::Live(inner) => {
                     inner.record_cq_event();
+                    // Whoever waits for this CQ polls it and re-arms.
+                    #[cfg(feature = "tokio")]
+                    self.reads.notify_waiters();
                     return Ok(Some(Cq { inner }));
                 }
                 Lookup::Dying(_) | Lookup::Missing => {
@@ -182,6 +192,8 @@ impl Context {
             id: ObjectId::next(),
             dead: false,
             ctx: Arc::clone(&self.inner),
+            #[cfg(feature = "tokio")]
+            reads: ::tokio::sync::Notify::new(),
         };
         // ibv_get_cq_event(3) shows the fd switched to O_NONBLOCK with fcntl
         // for non-blocking reads.

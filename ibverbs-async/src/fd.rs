@@ -141,9 +141,22 @@ impl Stopper {
     }
 }
 
-impl AsFd for Stopper {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+impl Stopper {
+    /// The eventfd, to poll for readability beside other fds (readable
+    /// means stopped), as an [`EventFd`]: like the event fds, it is not
+    /// handed out as a `BorrowedFd`, through which safe code could clear
+    /// `O_NONBLOCK` on it, after which [`reset`](Stopper::reset) of a
+    /// stopper not stopped would block for ever.
+    #[must_use]
+    pub fn fd(&self) -> EventFd<'_> {
+        EventFd::new(self.fd.as_fd())
+    }
+}
+
+impl AsRawFd for Stopper {
+    /// The eventfd's number (see [`Stopper::fd`]).
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_fd().as_raw_fd()
     }
 }
 
@@ -156,8 +169,9 @@ impl std::fmt::Debug for Stopper {
 }
 
 /// An event fd of the crate (a context's async fd, a completion channel's
-/// fd), handed out to be polled for readability only: by `poll(2)`,
-/// `epoll(7)`, or a reactor such as `mio`'s `SourceFd`.
+/// fd, a [`Stopper`]'s eventfd), handed out to be polled for readability
+/// only: by `poll(2)`, `epoll(7)`, or a reactor such as `mio`'s
+/// `SourceFd`.
 ///
 /// It gives the raw number ([`AsRawFd`]), not a
 /// [`BorrowedFd`]: with a `BorrowedFd`, safe code could duplicate it and
@@ -240,15 +254,19 @@ impl Deadline {
 }
 
 /// Waits until `fd` is readable, `stopper` is stopped (checked first) or
-/// the deadline passes. `EINTR` restarts the wait with the time left.
+/// the deadline passes. `EINTR` restarts the wait with the time left. A
+/// deadline that has passed (a zero timeout) still looks at the fds once,
+/// without waiting: the answer is whether they are ready now, never a
+/// timeout reported without looking.
 pub(crate) fn wait_readable(
     fd: BorrowedFd<'_>,
     stopper: Option<&Stopper>,
     deadline: Deadline,
 ) -> Result<Wait<()>> {
     loop {
-        let Some(timeout) = deadline.remaining() else {
-            return Ok(Wait::TimedOut);
+        let (timeout, last) = match deadline.remaining() {
+            Some(timeout) => (timeout, false),
+            None => (PollTimeout::ZERO, true),
         };
         let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
         let mut both;
@@ -263,6 +281,7 @@ pub(crate) fn wait_readable(
             }
         };
         match poll(fds, timeout) {
+            Ok(0) if last => return Ok(Wait::TimedOut),
             Ok(0) => {}
             Ok(_) => {
                 let stopped = stopper.is_some() && fds[0].any().unwrap_or(false);
@@ -306,6 +325,12 @@ mod tests {
         assert!(ready(
             wait_readable(r.as_fd(), None, Deadline::Never).unwrap()
         ));
+        // A zero timeout, or one already past, still says the fd is
+        // readable: it looks once without waiting.
+        let t = wait_readable(r.as_fd(), None, Deadline::after(Duration::ZERO));
+        assert!(ready(t.unwrap()));
+        let past = Deadline::At(Instant::now() - Duration::from_millis(1));
+        assert!(ready(wait_readable(r.as_fd(), None, past).unwrap()));
         let t = wait_readable(r.as_fd(), None, Deadline::after(Duration::from_secs(5)));
         assert!(ready(t.unwrap()));
     }

@@ -232,9 +232,9 @@ impl QpState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Endpoint {
-    /// QP number.
+    /// QP number (24 bits).
     pub qp_num: u32,
-    /// First packet sequence number the QP sends with.
+    /// First packet sequence number the QP sends with (24 bits).
     pub psn: u32,
     /// Port LID (0 on RoCE).
     pub lid: u16,
@@ -252,6 +252,25 @@ impl Endpoint {
             lid,
             gid,
         }
+    }
+
+    /// Checks the fields the peer sent against the widths the InfiniBand
+    /// specification gives them: QP numbers and PSNs have 24 bits, and
+    /// rxe masks wider values (`sw/rxe/rxe_hdr.h` 188, 418) instead of
+    /// refusing them, so a QP would connect to another QP number than the
+    /// one given.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.qp_num > MAX_QPN {
+            return Err(Error::invalid(
+                "the remote QP number has 24 bits (at most 0xffffff)",
+            ));
+        }
+        if self.psn > MAX_PSN {
+            return Err(Error::invalid(
+                "the remote PSN has 24 bits (at most 0xffffff)",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -346,6 +365,9 @@ impl ConnectOptions {
 
 /// The largest packet sequence number: PSNs have 24 bits.
 const MAX_PSN: u32 = 0x00ff_ffff;
+
+/// The largest QP number: the packet header's destination QP has 24 bits.
+const MAX_QPN: u32 = 0x00ff_ffff;
 
 /// Access rights of a QP: flags this crate names only.
 fn check_qp_access(access: AccessFlags) -> Result<()> {
@@ -676,17 +698,14 @@ impl Qp {
     /// `opts.gid_index` (RoCE needs one).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a field of `opts` or `remote.psn`
-    /// outside the width the InfiniBand specification gives it;
+    /// [`Error::InvalidArgument`] for a field of `opts`, `remote.qp_num` or
+    /// `remote.psn` outside the width the InfiniBand specification gives
+    /// it (24 bits for QP numbers and PSNs);
     /// [`Error::TooLarge`] for a GID index above 255; [`Error::Call`] when
     /// the device refuses.
     pub fn modify_to_rtr(&self, opts: &ConnectOptions, remote: &Endpoint) -> Result<()> {
         opts.check()?;
-        if remote.psn > MAX_PSN {
-            return Err(Error::invalid(
-                "the remote PSN has 24 bits (at most 0xffffff)",
-            ));
-        }
+        remote.check()?;
         let sgid_index = u8::try_from(opts.gid_index).map_err(|_| Error::TooLarge {
             what: "GID index in a path",
             limit: u8::MAX.into(),
@@ -830,11 +849,13 @@ impl Qp {
     /// # Errors
     /// As [`modify_to_init`](Qp::modify_to_init),
     /// [`modify_to_rtr`](Qp::modify_to_rtr) and [`modify_to_rts`](Qp::modify_to_rts);
-    /// a bad field of `opts` is found before the first transition.
+    /// a bad field of `opts` or `remote` is found before the first
+    /// transition.
     pub fn connect(&self, opts: &ConnectOptions, remote: &Endpoint) -> Result<()> {
         // Checked before the first transition, so that a bad field does not
         // leave the QP half way.
         opts.check()?;
+        remote.check()?;
         self.modify_to_init(opts.port, opts.access)?;
         self.modify_to_rtr(opts, remote)?;
         self.modify_to_rts(opts)
@@ -1034,6 +1055,27 @@ mod tests {
             assert!(
                 matches!(opts.check(), Err(Error::InvalidArgument(_))),
                 "{opts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn endpoint_fields_are_checked_against_their_widths() {
+        let gid = Gid::default();
+        Endpoint::new(0, 0, 0, gid).check().unwrap();
+        Endpoint::new(MAX_QPN, MAX_PSN, u16::MAX, gid)
+            .check()
+            .unwrap();
+        // A peer's QP number with bits above the 24 of the packet header:
+        // rxe would mask it and connect to QP 0x000011.
+        for bad in [
+            Endpoint::new(0x0100_0011, 0, 0, gid),
+            Endpoint::new(u32::MAX, 0, 0, gid),
+            Endpoint::new(1, MAX_PSN + 1, 0, gid),
+        ] {
+            assert!(
+                matches!(bad.check(), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
             );
         }
     }

@@ -231,10 +231,6 @@ impl std::fmt::Debug for AsyncEvents {
 pub struct CqEvents {
     fd: AsyncFd<OwnedFd>,
     channel: CompChannel,
-    /// Woken at every event read from the channel: the readiness of the
-    /// fd wakes only the task that reads it, and the event may be for
-    /// another task's CQ (see `poll_cq`).
-    events: ::tokio::sync::Notify,
 }
 
 impl CqEvents {
@@ -250,7 +246,6 @@ impl CqEvents {
         Ok(CqEvents {
             fd: register("CqEvents::new", channel.inner.fd())?,
             channel: channel.clone(),
-            events: ::tokio::sync::Notify::new(),
         })
     }
 
@@ -271,19 +266,12 @@ impl CqEvents {
     pub async fn next(&self) -> Result<Cq> {
         loop {
             let mut guard = self.fd.readable().await.map_err(reactor_error)?;
+            // A read wakes every `poll_cq` of the channel
+            // (`ChannelInner::try_read`).
             if let Ok(r) = guard.try_io(|_| as_io(self.channel.inner.try_read())) {
-                return self.read_one(r.map_err(reactor_error)?);
+                return r.map_err(reactor_error)?;
             }
         }
-    }
-
-    /// An event read from the channel: every `poll_cq` waiting is woken,
-    /// to poll and re-arm its CQ (the event may be for it).
-    fn read_one(&self, read: Result<Cq>) -> Result<Cq> {
-        if read.is_ok() {
-            self.events.notify_waiters();
-        }
-        read
     }
 
     /// Waits until `cq` has completions and polls them into `out`; returns
@@ -310,7 +298,10 @@ impl CqEvents {
     /// Several tasks may wait at once, on one CQ or on different CQs of the
     /// channel: an event is read (and acknowledged) by one of them, and
     /// every waiter is then woken to poll its CQ and re-arm it, so an
-    /// event read for another task's CQ is never lost.
+    /// event read for another task's CQ is never lost. The same holds when
+    /// the event is read by any other reader of the channel: another
+    /// `CqEvents` of it (on this runtime or another) or a thread in
+    /// [`CompChannel::get_cq_event`] and its variants.
     ///
     /// # Cancel safety
     /// Cancel safe: completions are taken from the CQ only in the poll
@@ -345,9 +336,10 @@ impl CqEvents {
         }
         loop {
             // Registered before the CQ is armed: an event for it that
-            // another task reads from the channel (its own poll_cq, or
-            // `next`) wakes this one, which polls and re-arms.
-            let mut read_elsewhere = std::pin::pin!(self.events.notified());
+            // anybody else reads from the channel (another poll_cq or
+            // `next`, of this or another `CqEvents`, or a blocking
+            // `CompChannel` get) wakes this one, which polls and re-arms.
+            let mut read_elsewhere = std::pin::pin!(self.channel.inner.reads.notified());
             read_elsewhere.as_mut().enable();
             let n = cq.poll(out)?.len();
             if n > 0 {
@@ -381,7 +373,7 @@ impl CqEvents {
                 Poll::Pending => return Poll::Pending,
             };
             if let Ok(r) = guard.try_io(|_| as_io(self.channel.inner.try_read())) {
-                return Poll::Ready(self.read_one(r.map_err(reactor_error).and_then(|r| r)));
+                return Poll::Ready(r.map_err(reactor_error).and_then(|r| r));
             }
         }
     }

@@ -2,6 +2,7 @@
 //! whose kernel has no RDMA support.
 
 use std::io;
+use std::time::Duration;
 
 use ibverbs_async::{
     AsyncEvent, AsyncEventInfo, CompChannel, Context, Cq, DeviceList, ElementId, ElementKind,
@@ -348,6 +349,16 @@ fn a_stopper_is_sticky_until_reset() {
     stopper.reset().unwrap();
     assert!(!clone.is_stopped().unwrap());
     assert!(format!("{stopper:?}").starts_with("Stopper"));
+    // Its eventfd is polled through a poll-only EventFd: readable while
+    // stopped.
+    use std::os::fd::AsRawFd;
+    assert_eq!(stopper.fd().as_raw_fd(), clone.as_raw_fd());
+    assert!(!stopper.fd().wait_readable(Some(Duration::ZERO)).unwrap());
+    clone.stop().unwrap();
+    assert!(stopper.fd().wait_readable(Some(Duration::ZERO)).unwrap());
+    stopper.reset().unwrap();
+    // A reset of a stopper that is not stopped returns at once.
+    stopper.reset().unwrap();
     let w: Wait<u8> = Wait::Stopped;
     assert!(w.is_stopped());
     assert_eq!(Wait::Ready(3).ready(), Some(3));

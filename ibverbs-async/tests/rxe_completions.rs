@@ -677,3 +677,40 @@ fn a_stopper_ends_a_blocked_cq_event_wait_without_losing_the_event() {
     let _w = watchdog("destroying after a stopped wait", WAIT);
     drop((qp, ev_cq, cq));
 }
+
+/// A peer's QP number has 24 bits (the packet header's destination QP):
+/// rxe masks a wider one and connects to another QP than the one given.
+/// The crate refuses it before the QP leaves INIT.
+#[test]
+fn a_remote_qp_number_wider_than_24_bits_is_refused() {
+    skip_on_iwarp!("RC queue pairs are connected by hand here (modify_qp with the peer's GID); iWARP connects them only through rdma_cm");
+    let ctx = open("rxe0");
+    let (a, b) = (end(&ctx), end(&ctx));
+    let oa = opts(&ctx).psn(0x1234);
+    let ob = opts(&ctx).psn(0x4321);
+    let eb = b.qp.endpoint(&ob).unwrap();
+    assert!(eb.qp_num <= 0x00ff_ffff);
+    let wide = ibverbs_async::Endpoint::new(eb.qp_num | 0x0100_0000, eb.psn, eb.lid, eb.gid);
+    a.qp.modify_to_init(oa.port, oa.access).unwrap();
+    let r = a.qp.modify_to_rtr(&oa, &wide);
+    eprintln!(
+        "modify_to_rtr towards QP {:#x} (QP {:#x} exists): {r:?}; state {:?}",
+        wide.qp_num,
+        eb.qp_num,
+        a.qp.state().unwrap()
+    );
+    assert!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "a QP number over 24 bits was accepted: {r:?}"
+    );
+    assert_eq!(a.qp.state().unwrap(), QpState::Init);
+    // `connect` finds it before the first transition.
+    let c = end(&ctx);
+    assert!(matches!(
+        c.qp.connect(&oa, &wide),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(c.qp.state().unwrap(), QpState::Reset);
+    // The QP number as given works.
+    a.qp.modify_to_rtr(&oa, &eb).unwrap();
+}

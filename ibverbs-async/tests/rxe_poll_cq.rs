@@ -146,3 +146,78 @@ fn two_poll_cq_waiters_of_one_cq_both_wake() {
         left.is_some()
     );
 }
+
+/// A `poll_cq` waiter whose CQ's event is read by another reader of the
+/// same channel: a second `CqEvents` (its own registration of the fd), or
+/// the blocking `CompChannel::get_cq_event_timeout`. The read disarms the
+/// CQ, so no later completion raises an event: the waiter must be woken
+/// by the read itself, poll its completion and re-arm.
+#[test]
+fn poll_cq_wakes_when_another_reader_of_the_channel_takes_its_event() {
+    skip_on_iwarp!("hand-connected RC QPs");
+    let ctx = open("rxe0");
+    let channel = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq_with_channel(16, &channel, 0).unwrap();
+    let plain = ctx.create_cq(16).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cap = QpCap::new(8, 8);
+    let a = pd
+        .create_qp(&QpInit::rc(&cq, &cq).cap(cap).sq_sig_all(true))
+        .unwrap();
+    let b = pd.create_qp(&QpInit::rc(&plain, &plain).cap(cap)).unwrap();
+    connect(&a, &ctx, &b, &ctx);
+    let mr = pd.reg_mr(4096, ACCESS).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut results = Vec::new();
+    for other_reader in ["a second CqEvents", "CompChannel::get_cq_event_timeout"] {
+        let got = rt.block_on(async {
+            let events = CqEvents::new(&channel).unwrap();
+            let others = CqEvents::new(&channel).unwrap();
+            let mut wc = [WorkCompletion::default(); 4];
+            let mut waiter = pin!(events.poll_cq(&cq, &mut wc));
+            // Run the waiter until it sleeps: CQ empty, armed.
+            assert!(
+                tokio::time::timeout(Duration::from_millis(300), waiter.as_mut())
+                    .await
+                    .is_err(),
+                "the CQ has no completion yet"
+            );
+            b.post_recv(&RecvRequest::new(&mr, 0..64)).unwrap();
+            a.post_send(&SendRequest::send(&mr, 1024..1032)).unwrap();
+            // The other reader takes the event while the waiter is not
+            // polled.
+            let taken = if other_reader == "a second CqEvents" {
+                tokio::time::timeout(common::WAIT, others.next())
+                    .await
+                    .expect("the completion's event")
+                    .unwrap()
+            } else {
+                channel
+                    .get_cq_event_timeout(common::WAIT)
+                    .unwrap()
+                    .expect("the completion's event")
+            };
+            assert!(taken.same_as(&cq));
+            tokio::time::timeout(Duration::from_secs(3), waiter)
+                .await
+                .ok()
+                .map(|r| r.map(|w| w.len()).unwrap())
+        });
+        let left = cq.poll_one().unwrap();
+        eprintln!(
+            "{other_reader}: waiter got {got:?}; completion left in the CQ: {}",
+            left.is_some()
+        );
+        results.push((other_reader, got, left.is_some()));
+    }
+    for (other_reader, got, left) in results {
+        assert!(
+            got == Some(1),
+            "HANG: the event was read by {other_reader}; poll_cq still waiting after 3 s \
+             with a completion in its CQ: {left}"
+        );
+    }
+}
