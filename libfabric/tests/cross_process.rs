@@ -11,6 +11,12 @@
 //! KiB into a buffer the application owned again (1.22), and received a
 //! send as the bytes written into its buffer after it came back (1.17,
 //! 1.22).
+//!
+//! shm also maps a peer that connects to an endpoint into the endpoint's
+//! vector on its own; an insert of that peer's name into the full vector,
+//! refused, removed the provider's entry at once, which unmapped the
+//! peer's memory under the endpoint still reading its messages: the next
+//! read crashed the process (1.17).
 
 mod common;
 
@@ -101,6 +107,9 @@ fn peer_process() {
     let Ok(role) = std::env::var(ROLE) else {
         return;
     };
+    if role == "send" {
+        return sender_process();
+    }
     let rdm = open();
     let mut region =
         MemoryRegion::register(rdm.domain(), vec![0u8; LEN], MrAccess::REMOTE_READ).unwrap();
@@ -371,4 +380,113 @@ fn a_send_in_flight_when_its_endpoint_closes_is_never_received_as_changed_afterw
         "provider {}: buffers back after the close",
         provider()
     );
+}
+
+/// The peer in the `send` role: reads the test's endpoint name from stdin,
+/// then sends it `LEN`-byte messages for three seconds.
+fn sender_process() {
+    let rdm = open();
+    println!("\npeer {} -", hex(&rdm.name().unwrap()));
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let to = rdm.insert(&unhex(line.trim())).unwrap();
+    let pool = rdm.buffer_pool(4, LEN).unwrap();
+    let end = Instant::now() + Duration::from_secs(3);
+    let mut sent = 0;
+    while Instant::now() < end {
+        if let Some(mut b) = pool.take() {
+            b.fill(PATTERN);
+            if let Err((b, e)) = rdm.endpoint().send_to(b, LEN, to) {
+                assert!(e.is_again(), "{e}");
+                drop(b);
+            } else {
+                sent += 1;
+            }
+        }
+        pump(&rdm, None, Duration::from_millis(1));
+    }
+    println!("\nsent {sent}");
+}
+
+/// An insert into a full address vector is refused (the vector's
+/// capacity, rounded up to 64), and the provider's entry it made is
+/// removed; while endpoints are bound to the vector, that removal waits
+/// as `AddressVector::remove`'s does. shm's removal unmaps the peer's
+/// memory (`smr_map_del`, `prov/util/src/util_shm.c` 514-538 in 1.17),
+/// which an endpoint of the vector uses while that peer, which connected
+/// to it on its own, sends to it.
+#[test]
+fn a_refused_insert_of_a_peer_that_sends_to_the_vectors_endpoint_unmaps_nothing() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    if skip_connected(
+        "a_refused_insert_of_a_peer_that_sends_to_the_vectors_endpoint_unmaps_nothing",
+    ) {
+        return;
+    }
+    use libfabric::av::AvType;
+    use libfabric::cq::CqAttr;
+    use libfabric::ep::CqBind;
+    use libfabric::{AddressVector, CompletionQueue, Endpoint, Error};
+    let rdm = open();
+    // 64 other endpoints of this process fill the vector (capacity 64).
+    let info = getinfo(&hints()).unwrap().into_iter().next().unwrap();
+    let helper_av = AddressVector::open(rdm.domain(), AvType::Table, 1).unwrap();
+    let helper_cq = CompletionQueue::<Data>::open(rdm.domain(), &CqAttr::new()).unwrap();
+    let others: Vec<Endpoint> = (0..64)
+        .map(|_| {
+            let ep = Endpoint::open(rdm.domain(), &info).unwrap();
+            ep.bind_av(&helper_av).unwrap();
+            ep.bind_cq(&helper_cq, CqBind::TRANSMIT | CqBind::RECV)
+                .unwrap();
+            ep.enable().unwrap();
+            ep
+        })
+        .collect();
+    for ep in &others {
+        rdm.insert(&ep.name().unwrap()).unwrap();
+    }
+    let mut peer = Peer::spawn("send");
+    {
+        let stdin = peer.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{}", hex(&rdm.name().unwrap())).unwrap();
+        stdin.flush().unwrap();
+    }
+    let line = peer.next("peer ", None);
+    let (name, _) = line.split_once(' ').unwrap();
+    let pool = rdm.buffer_pool(4, LEN).unwrap();
+    let repost = |got: Vec<(Buffer, usize)>| {
+        for (b, _) in got {
+            rdm.endpoint().recv(b).unwrap();
+        }
+    };
+    while let Some(b) = pool.take() {
+        rdm.endpoint().recv(b).unwrap();
+    }
+    // The peer connected and its messages arrive.
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut received = 0;
+    while received == 0 {
+        assert!(Instant::now() < end, "no message from the peer");
+        let got = pump(&rdm, Some(&pool), Duration::from_millis(1));
+        received += got.len();
+        repost(got);
+    }
+    // The vector is full: refused.
+    let e = rdm
+        .insert(&unhex(name))
+        .expect_err("an insert into a full vector");
+    assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+    // Its messages keep arriving and are read.
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end {
+        let got = pump(&rdm, Some(&pool), Duration::from_millis(1));
+        received += got.len();
+        repost(got);
+    }
+    println!("{received} messages received");
+    drop(peer);
+    drop(others);
 }
