@@ -31,6 +31,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+/// Held by each test for its whole run: one peer process at a time. Run
+/// at the same time on libfabric 1.22, these tests' shm endpoints once
+/// died of SIGBUS, and once a peer process died, in about one run in six;
+/// the cause is not known yet.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The environment variable that makes `peer_process` the peer, and what
 /// it does: `read` (it holds a region the test reads) or `recv` (it
 /// receives the test's send).
@@ -317,6 +327,7 @@ fn a_read_in_flight_when_its_endpoint_closes_writes_nothing_afterwards() {
     {
         return;
     }
+    let _serial = serial();
     let mut peer = Peer::spawn("read");
     let (rdm, pool, to_peer, remote) = initiator(&mut peer);
     let mut buf = pool.take().unwrap();
@@ -356,6 +367,7 @@ fn a_send_in_flight_when_its_endpoint_closes_is_never_received_as_changed_afterw
     {
         return;
     }
+    let _serial = serial();
     let mut peer = Peer::spawn("recv");
     let (rdm, pool, to_peer, _) = initiator(&mut peer);
     let mut buf = pool.take().unwrap();
@@ -430,6 +442,7 @@ fn a_refused_insert_of_a_peer_that_sends_to_the_vectors_endpoint_unmaps_nothing(
     use libfabric::cq::CqAttr;
     use libfabric::ep::CqBind;
     use libfabric::{AddressVector, CompletionQueue, Endpoint, Error};
+    let _serial = serial();
     let rdm = open();
     // 64 other endpoints of this process fill the vector (capacity 64).
     let info = getinfo(&hints()).unwrap().into_iter().next().unwrap();
