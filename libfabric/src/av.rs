@@ -283,7 +283,9 @@ impl<T: ThreadModel> AddressVector<T> {
     /// # Errors
     /// [`Error::BufferTooSmall`] when `addr` is shorter than the domain's
     /// address format (the provider would read past it),
-    /// [`Error::TooLarge`] when the vector is full, [`Error::State`] on shm
+    /// [`Error::TooLarge`] when the vector is full (the entry the provider
+    /// made is removed as by [`remove`](Self::remove): once no endpoint is
+    /// bound), [`Error::State`] on shm
     /// for the address of an endpoint of this process that closed (see
     /// [`Endpoint::close`](crate::Endpoint::close)), and the provider's
     /// error.
@@ -333,9 +335,27 @@ impl<T: ThreadModel> AddressVector<T> {
             ));
         }
         if out.0 >= self.inner.capacity() {
-            let mut raw = out.0;
-            // SAFETY: fi_av_remove(3) of the address just inserted.
-            unsafe { sys::fi_av_remove(self.inner.fid.as_ptr(), &mut raw, 1, 0) };
+            // The provider's entry goes again, as a removal does: while
+            // endpoints are bound, once the last one is closed. The entry
+            // may be one the provider uses already: shm maps a peer that
+            // connected to an endpoint of the vector into the vector's map
+            // on its own (`smr_progress_connreq`), an insert of its name
+            // then finds it there, and the removal unmaps it
+            // (`smr_map_del`, `prov/util/src/util_shm.c` 514-538 in 1.17)
+            // while the endpoint still processes that peer's messages (an
+            // insert refused here crashed the process that way). Put off
+            // once per entry: a second insert of the address finds it.
+            if deferred.endpoints > 0 {
+                if !deferred.removals.contains(&out.0) {
+                    deferred.removals.push(out.0);
+                }
+            } else {
+                let mut raw = out.0;
+                // SAFETY: fi_av_remove(3) of the address just inserted;
+                // no endpoint is bound (the vector's lock is held, so
+                // none is bound meanwhile), so no transfer uses it.
+                unsafe { sys::fi_av_remove(self.inner.fid.as_ptr(), &mut raw, 1, 0) };
+            }
             return Err(Error::TooLarge {
                 what: "address vector entries",
                 limit: self.inner.capacity() as usize,

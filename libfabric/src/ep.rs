@@ -256,6 +256,11 @@ pub(crate) struct EpInner {
     state: AtomicU32,
     connectionless: bool,
     inject_size: usize,
+    /// Transfers longer than this the provider may carry out from the
+    /// peer's side, copying the buffer after this endpoint closed
+    /// (`quirks::peers_copy_over`); `usize::MAX` where none. RMA reads
+    /// of any length, where it is not `usize::MAX`.
+    pub(crate) peer_copies_over: usize,
     cq_data_size: usize,
     /// What every RMA post checks, fixed at open (see `ep::rma`).
     rma: rma::RmaFacts,
@@ -427,6 +432,22 @@ impl EpInner {
         self.id
     }
 
+    /// Whether a transfer it posted may still be carried out by a peer of
+    /// another process after its close (see `quirks::peers_copy_over`):
+    /// on such a provider, when it may have posted to an address that is
+    /// not an endpoint of this process (see
+    /// `shm_peers::Registry::may_have_posted_elsewhere`).
+    fn may_have_posted_elsewhere(&mut self) -> bool {
+        if self.peer_copies_over == usize::MAX {
+            return false;
+        }
+        let posted_to = *self.posted_to.get_mut();
+        match self.av.get() {
+            Some(av) => crate::shm_peers::lock().may_have_posted_elsewhere(av.id, posted_to),
+            None => posted_to != 0,
+        }
+    }
+
     /// Whether it may have posted to (or received from) address `addr`.
     pub(crate) fn may_have_posted_to(&self, addr: u64) -> bool {
         self.posted_to.load(Ordering::Relaxed) & (1u64 << (addr & 63)) != 0
@@ -446,6 +467,7 @@ impl EpInner {
             state: AtomicU32::new(*self.state.get_mut() & !PARKING),
             connectionless: self.connectionless,
             inject_size: self.inject_size,
+            peer_copies_over: self.peer_copies_over,
             cq_data_size: self.cq_data_size,
             rma: self.rma,
             bound: Mutex::new(std::mem::take(
@@ -517,6 +539,9 @@ impl Drop for EpInner {
             crate::shm_peers::park(parked);
             return;
         }
+        // Before the vector's removals put off for it run (`unbound`):
+        // whom it posted to is read from the vector's record.
+        let keep_peer_copies = self.may_have_posted_elsewhere();
         let pending = self.pending.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = pending.take() {
             // Opened from a request and never accepted: see
@@ -554,7 +579,8 @@ impl Drop for EpInner {
         // A send's completion can only be in the transmit queue, a
         // receive's in the receive queue.
         let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
-        let [sends, receives] = crate::buffer::reclaim_closed_endpoint(&self.domain, self.id);
+        let [sends, receives] =
+            crate::buffer::reclaim_closed_endpoint(&self.domain, self.id, keep_peer_copies);
         for (marks, cq) in [(sends, &bound.tx), (receives, &bound.rx)] {
             match (marks, cq) {
                 (Some(marks), Some(cq)) => cq.epochs.await_empty_read(marks, cq.lifecycle()),
@@ -790,10 +816,13 @@ pub fn socket_addr(bytes: &[u8]) -> Option<SocketAddr> {
 }
 
 macro_rules! post {
-    ($ep:expr, $call:literal, $receive:literal, $buffer:ident, |$p:ident| $body:expr) => {{
+    ($ep:expr, $call:literal, $receive:literal, $buffer:ident, |$p:ident| $body:expr) => {
+        post!($ep, $call, $receive, $buffer, false, |$p| $body)
+    };
+    ($ep:expr, $call:literal, $receive:literal, $buffer:ident, $peer_copies:expr, |$p:ident| $body:expr) => {{
         // In flight before the call: the completion can be read, and the
         // buffer reclaimed, by another thread before the call returns.
-        let (posted, $p) = $buffer.into_flight($ep.inner.id, $receive);
+        let (posted, $p) = $buffer.into_flight($ep.inner.id, $receive, $peer_copies);
         // SAFETY: fi_msg(3)/fi_tagged(3)/fi_rma(3)/fi_atomic(3): the
         // endpoint is enabled with a CQ
         // bound for this direction and the capability granted, and any
@@ -1072,6 +1101,8 @@ impl<T: ThreadModel> Endpoint<T> {
             id,
             connectionless: ep_type != EpType::Msg,
             inject_size: info.inject_size(),
+            peer_copies_over: crate::quirks::peers_copy_over(info.provider(), info.inject_size())
+                .unwrap_or(usize::MAX),
             cq_data_size: info.cq_data_size(),
             rma: rma::RmaFacts::of(&info, &domain.inner.info),
             info: Arc::new(info),
@@ -2230,14 +2261,14 @@ impl<T: ThreadModel> Endpoint<T> {
             Ok(dest) => dest,
             Err(error) => return Err((buffer, error)),
         };
-        post!(self, "fi_send", false, buffer, |p| sys::fi_send(
-            self.raw(),
-            p.addr,
-            len,
-            p.desc,
-            dest,
-            p.context
-        ))
+        post!(
+            self,
+            "fi_send",
+            false,
+            buffer,
+            len > self.inner.peer_copies_over,
+            |p| sys::fi_send(self.raw(), p.addr, len, p.desc, dest, p.context)
+        )
     }
 
     /// `fi_senddata`: a send that carries remote CQ data, seen by the
@@ -2259,15 +2290,14 @@ impl<T: ThreadModel> Endpoint<T> {
             Ok(dest) => dest,
             Err(error) => return Err((buffer, error)),
         };
-        post!(self, "fi_senddata", false, buffer, |p| sys::fi_senddata(
-            self.raw(),
-            p.addr,
-            len,
-            p.desc,
-            data,
-            dest,
-            p.context
-        ))
+        post!(
+            self,
+            "fi_senddata",
+            false,
+            buffer,
+            len > self.inner.peer_copies_over,
+            |p| sys::fi_senddata(self.raw(), p.addr, len, p.desc, data, dest, p.context)
+        )
     }
 
     fn check_cq_data(&self, call: &'static str, data: u64) -> Result<()> {
@@ -2301,15 +2331,14 @@ impl<T: ThreadModel> Endpoint<T> {
             Ok(dest) => dest,
             Err(error) => return Err((buffer, error)),
         };
-        post!(self, "fi_tsend", false, buffer, |p| sys::fi_tsend(
-            self.raw(),
-            p.addr,
-            len,
-            p.desc,
-            dest,
-            tag,
-            p.context
-        ))
+        post!(
+            self,
+            "fi_tsend",
+            false,
+            buffer,
+            len > self.inner.peer_copies_over,
+            |p| sys::fi_tsend(self.raw(), p.addr, len, p.desc, dest, tag, p.context)
+        )
     }
 
     /// `fi_trecv`: a tagged receive matching `tag` except the `ignore` bits.
@@ -2388,6 +2417,16 @@ impl<T: ThreadModel> Endpoint<T> {
     /// read meanwhile). An
     /// address vector that may map a closed shm endpoint takes no new
     /// endpoint, and no vector takes its address (both [`Error::State`]).
+    ///
+    /// Also on shm, a send or RMA write over 4096 bytes, or an RMA read,
+    /// is carried out by the peer, which copies out of or into the buffer
+    /// from its own process whenever it progresses, this endpoint closed
+    /// or not. When this endpoint may have posted to a peer of another
+    /// process, the buffers of such transfers still in flight are not
+    /// handed back by the close: they come back with a completion written
+    /// before it, or never (they and their pool's memory stay allocated
+    /// for the life of the process). Let such transfers complete before
+    /// closing.
     ///
     /// # Errors
     /// [`Error::InUse`] while other handles exist; [`Error::Call`] when

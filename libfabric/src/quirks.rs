@@ -26,6 +26,35 @@ pub(crate) fn opens_unspec_waits_as_yield(provider: &str) -> bool {
     provider == "shm"
 }
 
+/// The length above which the provider may carry out a transfer posted
+/// on an endpoint from the *peer's* side, copying straight into or out of
+/// the initiator's buffer after the initiator's endpoint closed; `None`
+/// for providers that never do (their closed endpoint's buffers are
+/// untouched, see `buffer::reclaim_closed_endpoint`). Reads use 0: any
+/// length.
+///
+/// shm sends and RMA writes over `SMR_INJECT_SIZE` (4096 bytes) by
+/// cross-memory attach: the command, with the initiator's pid and buffer
+/// addresses, goes into the peer's queue, and the peer's progress copies
+/// with `process_vm_readv`/`process_vm_writev` whenever it runs
+/// (`smr_select_proto`, `prov/shm/src/smr_ep.c` 638-640 in 1.17, 621-622
+/// in 1.22; `smr_progress_iov`, `smr_progress.c` 330-350 in 1.17). RMA
+/// reads go that way too from 1.18 on (`smr_ep.c` 600-606 in 1.22; 1.17
+/// sends them through its segment buffers only because its test of
+/// `FI_HMEM_SYSTEM`, which is 0, is always false, `smr_ep.c` 621-627).
+/// `smr_ep_close` (`smr_ep.c` 932-962 in 1.17) does not withdraw commands
+/// queued at the peer: a peer in another process copied a 256 KiB read
+/// into a buffer after its endpoint closed and the buffer had come back
+/// (1.22), and received a 256 KiB send as the bytes the application
+/// wrote into the buffer after it came back (1.17, 1.22).
+pub(crate) fn peers_copy_over(provider: &str, inject_size: usize) -> Option<usize> {
+    /// `SMR_INJECT_SIZE` (`include/ofi_shm.h` 170 in 1.17,
+    /// `prov/shm/src/smr_util.h` 163 in 1.22): up to it shm copies the
+    /// bytes into the command when they are posted.
+    const SHM_INJECT: usize = 4096;
+    (provider == "shm").then(|| inject_size.min(SHM_INJECT))
+}
+
 /// Whether the provider's event queue reads take an entry after an
 /// unlocked look at the queue, so that two reads on two threads may take
 /// the same entry (the second then treats the list's head as an entry:

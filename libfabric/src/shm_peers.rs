@@ -189,6 +189,33 @@ impl Registry {
     /// `prov/shm/src/smr_progress.c` 754-785 in 1.22). What `m` posted to
     /// is known as the addresses of its vector it used (an over-estimate;
     /// all of them if unknown).
+    /// Whether an endpoint bound to vector `av` that posted to the
+    /// addresses `posted_to` names (bit `addr % 64`, see
+    /// `EpInner::posted_to`) may have posted to an endpoint of another
+    /// process: to an address whose name is not that of an endpoint of
+    /// this process (open, its close put off, or closed), or that the
+    /// vector no longer records. A peer of this process can carry nothing
+    /// out after this endpoint's close: the close is put off until none
+    /// may map it (see `closable`).
+    pub(crate) fn may_have_posted_elsewhere(&self, av: u64, posted_to: u64) -> bool {
+        if posted_to == 0 {
+            return false;
+        }
+        let Some(rec) = self.avs.get(&av) else {
+            return true;
+        };
+        let local = |n: &Vec<u8>| self.dead.contains(n) || self.eps.values().any(|e| e.name == *n);
+        (0..64u64)
+            .filter(|bit| posted_to & (1 << bit) != 0)
+            .any(|bit| {
+                let mut names = rec.names.iter().filter(|(&a, _)| a & 63 == bit);
+                match names.next() {
+                    None => true,
+                    Some((_, first)) => !local(first) || names.any(|(_, n)| !local(n)),
+                }
+            })
+    }
+
     fn may_map(&self, x: &AvRec, m: &EpRec) -> bool {
         if x.names.values().any(|n| *n == m.name) {
             return true;
