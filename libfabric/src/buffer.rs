@@ -38,11 +38,14 @@
 //! The exception is a transfer the *peer* carries out: shm copies a send
 //! or RMA write over its inject size, and an RMA read, from the peer's
 //! process straight out of or into the initiator's buffer, whenever the
-//! peer progresses, and the initiator's close does not stop it. Such a
-//! buffer in flight when its endpoint closes, on an endpoint that may
-//! have posted to another process, is not handed back: it comes back with
-//! a completion written before the close, or never (its pool's memory
-//! then stays allocated for the life of the process).
+//! peer progresses, and the initiator's close does not stop it. On an
+//! endpoint that may have posted to another process, the buffers of its
+//! transmits (sends, RMA, atomics: a post does not tell those apart, so
+//! that posting costs nothing more on any provider) in flight when it
+//! closes are not handed back: each comes back with a completion written
+//! before the close, or never (its pool's memory then stays allocated for
+//! the life of the process). Its receives come back as on any endpoint:
+//! only its own progress writes into them.
 
 use crate::cq::{CompletionEntry, CqError};
 use crate::domain::{Domain, DomainInner};
@@ -87,11 +90,6 @@ const RECEIVE: u64 = 1 << 5;
 /// completions hand out [`Message`]s, and the buffer comes back once the
 /// provider released it and no message is held (see [`MultiState`]).
 const MULTI: u64 = 1 << 6;
-/// A peer may carry the operation out on its own, copying into or out of
-/// the buffer after the endpoint's close (see
-/// `quirks::peers_copy_over`): that close does not hand the buffer back
-/// when the peer may be in another process.
-const PEER_COPIES: u64 = 1 << 7;
 /// The endpoint id of an operation in flight, from this bit up.
 const EP_SHIFT: u32 = 8;
 /// Operation contexts per slot.
@@ -302,18 +300,19 @@ fn release_slow(context: *mut c_void, outcome: Outcome) {
 /// All but shm's peers: a shm transfer over its inject size (and an RMA
 /// read) is carried out by the peer, which copies into or out of the
 /// buffer from its own process whenever it progresses, whether or not
-/// this endpoint is still open (see `quirks::peers_copy_over`). With
-/// `keep_peer_copies` (the endpoint may have posted to a peer of another
-/// process) those operations are left in flight: their buffers come back
-/// only with a completion written before the close (the peer was done),
-/// or never, keeping their pools' memory allocated and out of the
-/// application's hands for the life of the process.
+/// this endpoint is still open (see `quirks::peers_copy_from_their_side`).
+/// With `keep_transmits` (the endpoint may have posted to a peer of another
+/// process) its transmits are left in flight, whatever their length (a
+/// post does not record it): their buffers come back only with a
+/// completion written before the close (the peer was done), or never,
+/// keeping their pools' memory allocated and out of the application's
+/// hands for the life of the process.
 ///
 /// Cold: one pass over the slots of the domain's pools.
 pub(crate) fn reclaim_closed_endpoint(
     domain: &Arc<DomainInner>,
     ep: u64,
-    keep_peer_copies: bool,
+    keep_transmits: bool,
 ) -> [Option<Arc<StaleMarks>>; 2] {
     let live = live_pools_of(domain);
     // The registry's lock is released: dropping the last handle of a pool
@@ -323,7 +322,7 @@ pub(crate) fn reclaim_closed_endpoint(
         let marked = (BufferPool {
             inner: pool.clone(),
         })
-        .reclaim_of_endpoint(ep, keep_peer_copies);
+        .reclaim_of_endpoint(ep, keep_transmits);
         for (direction, marks) in marked.into_iter().enumerate() {
             if !marks.is_empty() {
                 pools[direction].push(PoolMarks {
@@ -867,18 +866,17 @@ impl BufferPool {
     /// Takes back every slot in flight on the closed endpoint `ep`
     /// (see [`reclaim_closed_endpoint`]); returns the (slot, context
     /// parity) pairs it marked stale, sends' then receives'.
-    /// With `keep_peer_copies`, operations a peer may carry out on its own
-    /// ([`PEER_COPIES`]) are left in flight: their buffers (and so the
-    /// pool) come back only with a completion written before the close,
-    /// or never.
+    /// With `keep_transmits`, its transmits (every operation but
+    /// receives) are left in flight: their buffers (and so the pool) come
+    /// back only with a completion written before the close, or never.
     #[cold]
-    fn reclaim_of_endpoint(&self, ep: u64, keep_peer_copies: bool) -> [Vec<(u32, u8)>; 2] {
+    fn reclaim_of_endpoint(&self, ep: u64, keep_transmits: bool) -> [Vec<(u32, u8)>; 2] {
         let mut marked = [Vec::new(), Vec::new()];
         for (slot, state) in self.inner.table.states.iter().enumerate() {
             let of_ep = |s: u64| {
                 s & KIND == IN_FLIGHT
                     && s >> EP_SHIFT == ep
-                    && !(keep_peer_copies && s & PEER_COPIES != 0)
+                    && !(keep_transmits && s & RECEIVE == 0)
             };
             if !of_ep(state.load(Ordering::Acquire)) {
                 continue;
@@ -901,7 +899,7 @@ impl BufferPool {
                 } else {
                     FREE
                 };
-                Some((s & !KIND & !RECEIVE & !MULTI & !PEER_COPIES & ((1 << EP_SHIFT) - 1)) | kind)
+                Some((s & !KIND & !RECEIVE & !MULTI & ((1 << EP_SHIFT) - 1)) | kind)
             }) else {
                 continue;
             };
@@ -1044,19 +1042,9 @@ impl Buffer {
     /// post returns, because another thread may read the completion, and
     /// reclaim the buffer, before that. The context is one not awaiting a
     /// stale completion (a `Buffer` exists only for a slot with one).
-    ///
-    /// `peer_copies`: a peer may carry the operation out on its own (see
-    /// [`PEER_COPIES`]).
     #[inline]
-    pub(crate) fn into_flight(
-        self,
-        ep: u64,
-        receive: bool,
-        peer_copies: bool,
-    ) -> (Posted, PostParts) {
-        let receive = if receive { RECEIVE } else { 0 };
-        let peer = if peer_copies { PEER_COPIES } else { 0 };
-        self.into_flight_as(ep, receive | peer)
+    pub(crate) fn into_flight(self, ep: u64, receive: bool) -> (Posted, PostParts) {
+        self.into_flight_as(ep, if receive { RECEIVE } else { 0 })
     }
 
     /// [`into_flight`](Self::into_flight) of a multi-receive: its
@@ -1134,12 +1122,12 @@ impl Posted {
         // SAFETY: into_flight leaked one strong count of this pool's Arc;
         // a refused operation never completes, so no reclaim took it back.
         let pool = unsafe { Arc::from_raw(self.pool) };
-        // IN_FLIGHT -> OWNED, keeping the other bits but MULTI and
-        // PEER_COPIES (a stale completion may clear a mark meanwhile).
+        // IN_FLIGHT -> OWNED, keeping the other bits but MULTI (a stale
+        // completion may clear a mark meanwhile).
         let _ = pool.table.states[self.slot as usize].fetch_update(
             Ordering::Relaxed,
             Ordering::Relaxed,
-            |s| Some((s & !KIND & !MULTI & !PEER_COPIES) | OWNED),
+            |s| Some((s & !KIND & !MULTI) | OWNED),
         );
         Buffer {
             pool,

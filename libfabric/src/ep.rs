@@ -256,11 +256,11 @@ pub(crate) struct EpInner {
     state: AtomicU32,
     connectionless: bool,
     inject_size: usize,
-    /// Transfers longer than this the provider may carry out from the
-    /// peer's side, copying the buffer after this endpoint closed
-    /// (`quirks::peers_copy_over`); `usize::MAX` where none. RMA reads
-    /// of any length, where it is not `usize::MAX`.
-    pub(crate) peer_copies_over: usize,
+    /// The provider may carry a transfer out from the peer's side,
+    /// copying into or out of the buffer after this endpoint closed
+    /// (`quirks::peers_copy_from_their_side`): decided at the close, not
+    /// per post.
+    pub(crate) peers_copy: bool,
     cq_data_size: usize,
     /// What every RMA post checks, fixed at open (see `ep::rma`).
     rma: rma::RmaFacts,
@@ -433,12 +433,12 @@ impl EpInner {
     }
 
     /// Whether a transfer it posted may still be carried out by a peer of
-    /// another process after its close (see `quirks::peers_copy_over`):
+    /// another process after its close (see `quirks::peers_copy_from_their_side`):
     /// on such a provider, when it may have posted to an address that is
     /// not an endpoint of this process (see
     /// `shm_peers::Registry::may_have_posted_elsewhere`).
     fn may_have_posted_elsewhere(&mut self) -> bool {
-        if self.peer_copies_over == usize::MAX {
+        if !self.peers_copy {
             return false;
         }
         let posted_to = *self.posted_to.get_mut();
@@ -467,7 +467,7 @@ impl EpInner {
             state: AtomicU32::new(*self.state.get_mut() & !PARKING),
             connectionless: self.connectionless,
             inject_size: self.inject_size,
-            peer_copies_over: self.peer_copies_over,
+            peers_copy: self.peers_copy,
             cq_data_size: self.cq_data_size,
             rma: self.rma,
             bound: Mutex::new(std::mem::take(
@@ -541,7 +541,7 @@ impl Drop for EpInner {
         }
         // Before the vector's removals put off for it run (`unbound`):
         // whom it posted to is read from the vector's record.
-        let keep_peer_copies = self.may_have_posted_elsewhere();
+        let keep_transmits = self.may_have_posted_elsewhere();
         let pending = self.pending.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = pending.take() {
             // Opened from a request and never accepted: see
@@ -580,7 +580,7 @@ impl Drop for EpInner {
         // receive's in the receive queue.
         let bound = self.bound.get_mut().unwrap_or_else(|e| e.into_inner());
         let [sends, receives] =
-            crate::buffer::reclaim_closed_endpoint(&self.domain, self.id, keep_peer_copies);
+            crate::buffer::reclaim_closed_endpoint(&self.domain, self.id, keep_transmits);
         for (marks, cq) in [(sends, &bound.tx), (receives, &bound.rx)] {
             match (marks, cq) {
                 (Some(marks), Some(cq)) => cq.epochs.await_empty_read(marks, cq.lifecycle()),
@@ -816,13 +816,10 @@ pub fn socket_addr(bytes: &[u8]) -> Option<SocketAddr> {
 }
 
 macro_rules! post {
-    ($ep:expr, $call:literal, $receive:literal, $buffer:ident, |$p:ident| $body:expr) => {
-        post!($ep, $call, $receive, $buffer, false, |$p| $body)
-    };
-    ($ep:expr, $call:literal, $receive:literal, $buffer:ident, $peer_copies:expr, |$p:ident| $body:expr) => {{
+    ($ep:expr, $call:literal, $receive:literal, $buffer:ident, |$p:ident| $body:expr) => {{
         // In flight before the call: the completion can be read, and the
         // buffer reclaimed, by another thread before the call returns.
-        let (posted, $p) = $buffer.into_flight($ep.inner.id, $receive, $peer_copies);
+        let (posted, $p) = $buffer.into_flight($ep.inner.id, $receive);
         // SAFETY: fi_msg(3)/fi_tagged(3)/fi_rma(3)/fi_atomic(3): the
         // endpoint is enabled with a CQ
         // bound for this direction and the capability granted, and any
@@ -1101,8 +1098,7 @@ impl<T: ThreadModel> Endpoint<T> {
             id,
             connectionless: ep_type != EpType::Msg,
             inject_size: info.inject_size(),
-            peer_copies_over: crate::quirks::peers_copy_over(info.provider(), info.inject_size())
-                .unwrap_or(usize::MAX),
+            peers_copy: crate::quirks::peers_copy_from_their_side(info.provider()),
             cq_data_size: info.cq_data_size(),
             rma: rma::RmaFacts::of(&info, &domain.inner.info),
             info: Arc::new(info),
@@ -2261,14 +2257,14 @@ impl<T: ThreadModel> Endpoint<T> {
             Ok(dest) => dest,
             Err(error) => return Err((buffer, error)),
         };
-        post!(
-            self,
-            "fi_send",
-            false,
-            buffer,
-            len > self.inner.peer_copies_over,
-            |p| sys::fi_send(self.raw(), p.addr, len, p.desc, dest, p.context)
-        )
+        post!(self, "fi_send", false, buffer, |p| sys::fi_send(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            dest,
+            p.context
+        ))
     }
 
     /// `fi_senddata`: a send that carries remote CQ data, seen by the
@@ -2290,14 +2286,15 @@ impl<T: ThreadModel> Endpoint<T> {
             Ok(dest) => dest,
             Err(error) => return Err((buffer, error)),
         };
-        post!(
-            self,
-            "fi_senddata",
-            false,
-            buffer,
-            len > self.inner.peer_copies_over,
-            |p| sys::fi_senddata(self.raw(), p.addr, len, p.desc, data, dest, p.context)
-        )
+        post!(self, "fi_senddata", false, buffer, |p| sys::fi_senddata(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            data,
+            dest,
+            p.context
+        ))
     }
 
     fn check_cq_data(&self, call: &'static str, data: u64) -> Result<()> {
@@ -2331,14 +2328,15 @@ impl<T: ThreadModel> Endpoint<T> {
             Ok(dest) => dest,
             Err(error) => return Err((buffer, error)),
         };
-        post!(
-            self,
-            "fi_tsend",
-            false,
-            buffer,
-            len > self.inner.peer_copies_over,
-            |p| sys::fi_tsend(self.raw(), p.addr, len, p.desc, dest, tag, p.context)
-        )
+        post!(self, "fi_tsend", false, buffer, |p| sys::fi_tsend(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            dest,
+            tag,
+            p.context
+        ))
     }
 
     /// `fi_trecv`: a tagged receive matching `tag` except the `ignore` bits.

@@ -26,12 +26,11 @@ pub(crate) fn opens_unspec_waits_as_yield(provider: &str) -> bool {
     provider == "shm"
 }
 
-/// The length above which the provider may carry out a transfer posted
-/// on an endpoint from the *peer's* side, copying straight into or out of
-/// the initiator's buffer after the initiator's endpoint closed; `None`
-/// for providers that never do (their closed endpoint's buffers are
-/// untouched, see `buffer::reclaim_closed_endpoint`). Reads use 0: any
-/// length.
+/// Whether the provider may carry out a transfer posted on an endpoint
+/// from the *peer's* side, copying straight into or out of the
+/// initiator's buffer after the initiator's endpoint closed (other
+/// providers leave a closed endpoint's buffers untouched, see
+/// `buffer::reclaim_closed_endpoint`).
 ///
 /// shm sends and RMA writes over `SMR_INJECT_SIZE` (4096 bytes) by
 /// cross-memory attach: the command, with the initiator's pid and buffer
@@ -46,13 +45,12 @@ pub(crate) fn opens_unspec_waits_as_yield(provider: &str) -> bool {
 /// queued at the peer: a peer in another process copied a 256 KiB read
 /// into a buffer after its endpoint closed and the buffer had come back
 /// (1.22), and received a 256 KiB send as the bytes the application
-/// wrote into the buffer after it came back (1.17, 1.22).
-pub(crate) fn peers_copy_over(provider: &str, inject_size: usize) -> Option<usize> {
-    /// `SMR_INJECT_SIZE` (`include/ofi_shm.h` 170 in 1.17,
-    /// `prov/shm/src/smr_util.h` 163 in 1.22): up to it shm copies the
-    /// bytes into the command when they are posted.
-    const SHM_INJECT: usize = 4096;
-    (provider == "shm").then(|| inject_size.min(SHM_INJECT))
+/// wrote into the buffer after it came back (1.17, 1.22). The crate
+/// keeps every transmit of such an endpoint in flight at its close, not
+/// only those over the inject size: a post records no length, so that
+/// posting costs nothing more on any provider.
+pub(crate) fn peers_copy_from_their_side(provider: &str) -> bool {
+    provider == "shm"
 }
 
 /// Whether the provider's event queue reads take an entry after an

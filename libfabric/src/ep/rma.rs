@@ -307,23 +307,16 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
             };
         // fi_rma(3): the local buffer (registered: desc) is read until the
         // completion; the remote range was checked against the region.
-        post!(
-            self,
-            "fi_write",
-            false,
-            buffer,
-            len > self.inner.peer_copies_over,
-            |p| sys::fi_write(
-                self.raw(),
-                p.addr,
-                len,
-                p.desc,
-                dest,
-                addr,
-                remote.key,
-                p.context
-            )
-        )
+        post!(self, "fi_write", false, buffer, |p| sys::fi_write(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            dest,
+            addr,
+            remote.key,
+            p.context
+        ))
     }
 
     /// `fi_read`: reads `len` bytes of the peer's `remote` region at
@@ -360,23 +353,16 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
             };
         // fi_rma(3): the provider writes at most len bytes into the local
         // buffer (registered: desc), which it owns until the completion.
-        post!(
-            self,
-            "fi_read",
-            false,
-            buffer,
-            self.inner.peer_copies_over != usize::MAX,
-            |p| sys::fi_read(
-                self.raw(),
-                p.addr,
-                len,
-                p.desc,
-                dest,
-                addr,
-                remote.key,
-                p.context
-            )
-        )
+        post!(self, "fi_read", false, buffer, |p| sys::fi_read(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            dest,
+            addr,
+            remote.key,
+            p.context
+        ))
     }
 
     /// `fi_writedata`: [`write`](Self::write) that also delivers `data` as
@@ -428,24 +414,17 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
             }
         };
         // fi_rma(3): as fi_write, with data within cq_data_size.
-        post!(
-            self,
-            "fi_writedata",
-            false,
-            buffer,
-            len > self.inner.peer_copies_over,
-            |p| sys::fi_writedata(
-                self.raw(),
-                p.addr,
-                len,
-                p.desc,
-                data,
-                dest,
-                addr,
-                remote.key,
-                p.context
-            )
-        )
+        post!(self, "fi_writedata", false, buffer, |p| sys::fi_writedata(
+            self.raw(),
+            p.addr,
+            len,
+            p.desc,
+            data,
+            dest,
+            addr,
+            remote.key,
+            p.context
+        ))
     }
 
     /// `fi_inject_write`: writes `data` into the peer's `remote` region at
