@@ -579,54 +579,33 @@ impl IntoIterator for InfoList {
     /// Every entry, owned: the list's nodes taken apart one by one (no
     /// copy, nothing that can fail).
     fn into_iter(self) -> Self::IntoIter {
-        let list = std::mem::ManuallyDrop::new(self);
-        InfoListIntoIter { head: list.head }
+        InfoListIntoIter { rest: self }
     }
 }
 
 /// The entries of an [`InfoList`], owned, best match first: each node of
 /// the list is detached and handed out as an [`Info`]; the ones not taken
-/// are freed with the iterator.
+/// are freed with the iterator (the rest is an [`InfoList`]).
+#[derive(Debug)]
 pub struct InfoListIntoIter {
-    head: Option<NonNull<sys::fi_info>>,
+    rest: InfoList,
 }
-
-// SAFETY: as InfoList: the rest of the list is plain heap data owned by
-// this value.
-unsafe impl Send for InfoListIntoIter {}
-// SAFETY: shared access reads nothing.
-unsafe impl Sync for InfoListIntoIter {}
 
 impl Iterator for InfoListIntoIter {
     type Item = Info;
 
     fn next(&mut self) -> Option<Info> {
-        let node = self.head?;
+        let node = self.rest.head?;
         // SAFETY: node heads the rest of a list fi_getinfo returned, owned
         // by this iterator. Detached (next set to NULL), it is one node that
         // fi_freeinfo frees alone: every node's attributes, strings and
         // addresses are allocations of its own, which fi_freeinfo frees
         // node by node (`src/fabric.c` 1041-1072 in 1.22).
         unsafe {
-            self.head = NonNull::new((*node.as_ptr()).next);
+            self.rest.head = NonNull::new((*node.as_ptr()).next);
             (*node.as_ptr()).next = ptr::null_mut();
         }
         Info::from_raw(node.as_ptr())
-    }
-}
-
-impl Drop for InfoListIntoIter {
-    fn drop(&mut self) {
-        if let Some(head) = self.head {
-            // SAFETY: the rest of the list, owned, freed once.
-            unsafe { sys::fi_freeinfo(head.as_ptr()) };
-        }
-    }
-}
-
-impl fmt::Debug for InfoListIntoIter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InfoListIntoIter").finish_non_exhaustive()
     }
 }
 
