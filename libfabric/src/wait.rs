@@ -684,7 +684,18 @@ pub(crate) fn with_progress_guards<R>(
         }
         _ => {}
     }
+    sort_progress_locks(locks);
+    hold_sorted_progress_guards(locks, f)
+}
+
+/// Puts `locks` in the order [`with_progress_guards`] takes them.
+fn sort_progress_locks(locks: &mut [Option<&ProgressLock>]) {
     locks.sort_unstable_by_key(|l| l.map_or(0, |l| l as *const ProgressLock as usize));
+}
+
+/// [`with_progress_guards`] of locks already sorted
+/// ([`sort_progress_locks`]).
+fn hold_sorted_progress_guards<R>(locks: &[Option<&ProgressLock>], f: impl FnOnce() -> R) -> R {
     if locks.len() > GUARDS_ON_STACK {
         return hold_progress_guards_in_vec(locks, f);
     }
@@ -1019,9 +1030,9 @@ enum TryWaitGuards<'q> {
     One(&'q ProgressLock),
     /// Event queues only: no lock to hold.
     None,
-    /// Several locks: held (see [`with_progress_guards`], which sorts the
-    /// first vector in place), and looked at under them (the second).
-    Many(Vec<Option<&'q ProgressLock>>, Vec<Option<&'q ProgressLock>>),
+    /// Several locks, sorted when the set is made (see
+    /// [`with_progress_guards`]).
+    Many(Vec<Option<&'q ProgressLock>>),
 }
 
 impl std::fmt::Debug for TryWaitSet<'_> {
@@ -1051,7 +1062,10 @@ impl<'q> TryWaitSet<'q> {
         let guards = match locks.as_slice() {
             [] => TryWaitGuards::None,
             [Some(lock)] => TryWaitGuards::One(lock),
-            _ => TryWaitGuards::Many(locks.clone(), locks),
+            _ => {
+                sort_progress_locks(&mut locks);
+                TryWaitGuards::Many(locks)
+            }
         };
         Ok(TryWaitSet {
             fabric_fid: fabric.inner.fid.as_ptr(),
@@ -1078,10 +1092,10 @@ impl<'q> TryWaitSet<'q> {
                 let _guard = wait_guard(lock, "fi_trywait")?;
                 trywait_call(self.fabric_fid, &mut self.fids)
             }
-            TryWaitGuards::Many(held, looked_at) => {
+            TryWaitGuards::Many(locks) => {
                 let (fabric, fids) = (self.fabric_fid, &mut self.fids);
-                with_progress_guards(held, || {
-                    refuse_poisoned("fi_trywait", looked_at.iter().copied())?;
+                hold_sorted_progress_guards(locks, || {
+                    refuse_poisoned("fi_trywait", locks.iter().copied())?;
                     Ok::<_, Error>(trywait_call(fabric, fids))
                 })?
             }
