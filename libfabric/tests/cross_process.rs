@@ -433,9 +433,20 @@ fn a_refused_insert_of_a_peer_that_sends_to_the_vectors_endpoint_unmaps_nothing(
     if std::env::var(ROLE).is_ok() {
         return;
     }
-    if skip_connected(
-        "a_refused_insert_of_a_peer_that_sends_to_the_vectors_endpoint_unmaps_nothing",
-    ) {
+    let test = "a_refused_insert_of_a_peer_that_sends_to_the_vectors_endpoint_unmaps_nothing";
+    if skip_connected(test) {
+        return;
+    }
+    if provider().ends_with("ofi_rxm") {
+        // Each enabled rxm endpoint fills two pools of 1024 buffers of
+        // 16 KiB (`rxm_ep_create_pools`, `prov/rxm/src/rxm_ep.c` 253-289
+        // in 1.17): 64 of them took 13 s and 2 GiB. The removal this
+        // guards unmapped a peer that shm maps into the vector on its own;
+        // the deferral runs on every provider (rxd, sockets and shm here).
+        println!(
+            "SKIP {test}: provider {}: 64 enabled endpoints cost 2 GiB of buffer pools",
+            provider()
+        );
         return;
     }
     use libfabric::av::AvType;
@@ -445,7 +456,11 @@ fn a_refused_insert_of_a_peer_that_sends_to_the_vectors_endpoint_unmaps_nothing(
     let _serial = serial();
     let rdm = open();
     // 64 other endpoints of this process fill the vector (capacity 64).
-    let info = getinfo(&hints()).unwrap().into_iter().next().unwrap();
+    let info = getinfo(&hints().queue_sizes(8, 8))
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
     let helper_av = AddressVector::open(rdm.domain(), AvType::Table, 1).unwrap();
     let helper_cq = CompletionQueue::<Data>::open(rdm.domain(), &CqAttr::new()).unwrap();
     let others: Vec<Endpoint> = (0..64)

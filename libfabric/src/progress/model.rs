@@ -28,6 +28,39 @@ use super::{
     WRITER_PARKED,
 };
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The explored states' index. Its hash is a multiply and rotate per field
+/// (as rustc's own FxHash): the states are small and not chosen by anyone,
+/// and SipHash took about 40% of a run.
+type Index = HashMap<State, usize, BuildHasherDefault<StateHasher>>;
+
+#[derive(Default)]
+struct StateHasher(u64);
+
+impl Hasher for StateHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b.into());
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(n.into());
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Kind {
@@ -92,7 +125,7 @@ const W_UNMUTEX: u8 = 29; // unlock writers
 
 const DONE: u8 = 255;
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 struct Thread {
     pc: u8,
     /// The value the last operation on the word returned.
@@ -103,7 +136,33 @@ struct Thread {
     noted: u64,
 }
 
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+/// The most threads a model runs.
+const MAX_THREADS: usize = 5;
+
+/// The threads of a state, in place (a state is copied at every step).
+/// The slots past `n` stay at their default, so the derived comparison
+/// and hash see only the threads.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+struct Threads {
+    n: usize,
+    t: [Thread; MAX_THREADS],
+}
+
+impl std::ops::Deref for Threads {
+    type Target = [Thread];
+
+    fn deref(&self) -> &[Thread] {
+        &self.t[..self.n]
+    }
+}
+
+impl std::ops::DerefMut for Threads {
+    fn deref_mut(&mut self) -> &mut [Thread] {
+        &mut self.t[..self.n]
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 struct State {
     word: u64,
     /// Owners, as thread index + 1 (0: free).
@@ -111,7 +170,7 @@ struct State {
     parked: u8,
     /// Threads in `Condvar::wait` not yet woken.
     waiting: u8,
-    threads: Vec<Thread>,
+    threads: Threads,
 }
 
 fn set_broken(s: u64, broken: bool) -> u64 {
@@ -160,20 +219,29 @@ impl Model<'_> {
             writers: 0,
             parked: 0,
             waiting: 0,
-            threads: self
-                .kinds
-                .iter()
-                .map(|k| Thread {
-                    pc: match k.steps() {
-                        Kind::Reader => R_ADD,
-                        Kind::Flags => 0,
-                        _ => W_MUTEX,
-                    },
-                    v: 0,
-                    left: if *k == Kind::Flags { 0 } else { rounds },
-                    noted: 0,
-                })
-                .collect(),
+            threads: {
+                assert!(
+                    self.kinds.len() <= MAX_THREADS,
+                    "at most {MAX_THREADS} threads"
+                );
+                let mut threads = Threads {
+                    n: self.kinds.len(),
+                    t: [Thread::default(); MAX_THREADS],
+                };
+                for (t, k) in threads.iter_mut().zip(self.kinds) {
+                    *t = Thread {
+                        pc: match k.steps() {
+                            Kind::Reader => R_ADD,
+                            Kind::Flags => 0,
+                            _ => W_MUTEX,
+                        },
+                        v: 0,
+                        left: if *k == Kind::Flags { 0 } else { rounds },
+                        noted: 0,
+                    };
+                }
+                threads
+            },
         }
     }
 
@@ -182,7 +250,7 @@ impl Model<'_> {
         let me = i as u8 + 1;
         let bit = 1u8 << i;
         let t = s.threads[i];
-        let mut n = s.clone();
+        let mut n = *s;
         let go = |n: &mut State, pc: u8| n.threads[i].pc = pc;
         let kind = self.kinds[i];
         match (kind.steps(), t.pc) {
@@ -453,17 +521,17 @@ impl Model<'_> {
     /// Explores every interleaving; returns the number of states.
     fn explore(&self) -> usize {
         let init = self.initial(self.rounds);
-        let mut index: HashMap<State, usize> = HashMap::new();
+        let mut index = Index::default();
         let mut states: Vec<State> = Vec::new();
         let mut preds: Vec<Vec<usize>> = Vec::new();
         let mut stack = vec![0usize];
-        index.insert(init.clone(), 0);
+        index.insert(init, 0);
         states.push(init);
         preds.push(Vec::new());
         let mut finals = Vec::new();
         let mut next = Vec::new();
         while let Some(at) = stack.pop() {
-            let s = states[at].clone();
+            let s = states[at];
             self.check(&s);
             next.clear();
             for i in 0..self.kinds.len() {
@@ -493,7 +561,7 @@ impl Model<'_> {
                     Some(&id) => id,
                     None => {
                         let id = states.len();
-                        index.insert(n.clone(), id);
+                        index.insert(n, id);
                         states.push(n);
                         preds.push(Vec::new());
                         stack.push(id);
