@@ -1184,16 +1184,24 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         if count == 0 {
             return Ok(CountedRead::Other(Errno::AGAIN.to_ret()));
         }
-        let read = || {
+        let mut read = |inner: &CqInner| {
             // SAFETY: fi_cq_read(3) writes at most count entries of the
             // CQ's format into buf, whose element type is that format's
             // struct; no endpoint bound to the queue is being enabled or
             // closed (counted_read holds the progress guard; or, under a
             // serialized model, every handle of the domain is on this
             // thread, where no enable or close is running).
-            Ok(unsafe { sys::fi_cq_read(self.inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) })
+            Ok(unsafe { sys::fi_cq_read(inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) })
         };
-        self.inner.counted_read(T::LOCKED, read)
+        if T::LOCKED {
+            // The queue's address taken once: the call after the lock's
+            // atomic uses it as it is (through `self`, it was loaded again).
+            let inner: &CqInner = &self.inner;
+            inner.counted_read(true, || read(inner))
+        } else {
+            // Through `self`: here taking it once costs registers.
+            self.inner.counted_read(false, || read(&self.inner))
+        }
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
