@@ -75,9 +75,22 @@ pub struct ProgressLock {
     wake: Condvar,
 }
 
-/// What a reader found in the lock word when it entered, beyond the lock.
+/// What a reader found in the lock word when it entered, beyond the lock:
+/// the flags, which are all in the word's low half (the readers are in the
+/// high half). Kept as 32 bits, the reader's test is one `and` with its
+/// mask, which a 64-bit mask of these bits needs loaded first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Noted(u64);
+pub(crate) struct Noted(u32);
+
+const _: () = assert!(NOTED | POISONED <= u32::MAX as u64 && readers(NOTED | POISONED) == 0);
+
+impl Noted {
+    /// The flags of `word` that `looks` selects.
+    #[inline(always)]
+    const fn of(word: u64, looks: u64) -> Noted {
+        Noted((word & looks) as u32)
+    }
+}
 
 impl Noted {
     /// Nothing: the usual case.
@@ -90,20 +103,20 @@ impl Noted {
     /// the provider's progress must not run.
     #[inline(always)]
     pub(crate) fn refused(self) -> bool {
-        self.0 & BROKEN != 0
+        self.0 & BROKEN as u32 != 0
     }
 
     /// The owner's notice was set.
     #[inline(always)]
     pub(crate) fn notice(self) -> bool {
-        self.0 & NOTICE != 0
+        self.0 & NOTICE as u32 != 0
     }
 
     /// Waiting on the queue became unsafe (only seen by
     /// [`ProgressLock::read_for_wait`]).
     #[inline(always)]
     pub(crate) fn poisoned(self) -> bool {
-        self.0 & POISONED != 0
+        self.0 & POISONED as u32 != 0
     }
 }
 
@@ -168,7 +181,7 @@ impl ProgressLock {
     /// beside the caller.
     #[inline(always)]
     pub(crate) fn noted(&self) -> Noted {
-        Noted(self.state.load(Ordering::Acquire) & NOTED)
+        Noted::of(self.state.load(Ordering::Acquire), NOTED)
     }
 
     /// A reader found a writer (or something noted): waits until no writer
@@ -187,7 +200,7 @@ impl ProgressLock {
             drop(parked);
             seen = self.state.fetch_add(READER, Ordering::Acquire);
         }
-        Noted(seen & looks)
+        Noted::of(seen, looks)
     }
 
     /// A reader leaves; wakes the writer if it was the last one it waited
