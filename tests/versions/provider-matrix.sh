@@ -33,6 +33,25 @@ if [[ -z $bins ]]; then
     exit 1
 fi
 
+# shm names a process's regions after its pid ("PID:N:M" in /dev/shm) and
+# unlinks them at the endpoint's close. A process that ends without closing
+# its endpoints (a peer process killed at the end of its test, a test that
+# forgets an endpoint on purpose) leaves its regions behind, and when its
+# pid comes round again (pid_max is 32768 here; a run starts tens of
+# thousands of processes), shm finds the region of a live process under
+# the new endpoint's name and refuses its fi_enable with -FI_EBUSY
+# (smr_retry_map, prov/util/src/util_shm.c 150-187 in 1.17). Removed
+# before each binary: the regions of processes that no longer exist.
+remove_dead_shm_regions() {
+    local f pid
+    for f in /dev/shm/[0-9]*:*; do
+        [[ -e $f ]] || continue
+        pid=${f#/dev/shm/}
+        pid=${pid%%:*}
+        [[ -d /proc/$pid ]] || rm -f "$f"
+    done
+}
+
 # One provider's run, its test binaries' output kept in the file LOG: its
 # report on stdout, ending with the line
 # "provider P: N passed, N failed, N skipped".
@@ -50,6 +69,7 @@ run_provider() {
         return
     fi
     for bin in $these; do
+        remove_dead_shm_regions
         # The progress lock's model calls no provider: it runs once, in the
         # host tests.
         LIBFABRIC_TEST_PROVIDER=$prov timeout -k 10 300 "$bin" --test-threads=1 --nocapture \
