@@ -456,11 +456,7 @@ fn a_refused_insert_of_a_peer_that_sends_to_the_vectors_endpoint_unmaps_nothing(
     let _serial = serial();
     let rdm = open();
     // 64 other endpoints of this process fill the vector (capacity 64).
-    let info = getinfo(&hints().queue_sizes(8, 8))
-        .unwrap()
-        .into_iter()
-        .next()
-        .unwrap();
+    let info = getinfo(&hints()).unwrap().into_iter().next().unwrap();
     let helper_av = AddressVector::open(rdm.domain(), AvType::Table, 1).unwrap();
     let helper_cq = CompletionQueue::<Data>::open(rdm.domain(), &CqAttr::new()).unwrap();
     let others: Vec<Endpoint> = (0..64)

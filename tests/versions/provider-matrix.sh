@@ -64,8 +64,8 @@ run_provider() {
     *) these=$bins ;;
     esac
     if ! fi_info -p "$prov" >/dev/null 2>&1; then
-        echo "provider $prov: not offered by this libfabric (fi_info -p $prov)"
-        echo "provider $prov: 0 passed, 1 failed, 0 skipped"
+        echo "provider $job: not offered by this libfabric (fi_info -p $prov)"
+        echo "provider $job: 0 passed, 1 failed, 0 skipped"
         return
     fi
     for bin in $these; do
