@@ -937,6 +937,9 @@ impl CqInner {
     #[cold]
     #[inline(never)]
     fn noted(&self, noted: Noted) -> Result<u64> {
+        // The word may have been loaded relaxed (`ProgressLock::noted`):
+        // the notice's release happens before the marks are loaded.
+        std::sync::atomic::fence(Ordering::Acquire);
         if noted.refused() {
             return Err(refused_progress("fi_cq_read"));
         }

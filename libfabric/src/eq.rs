@@ -27,8 +27,8 @@ use crate::info::Info;
 use crate::pep::PepCore;
 use crate::progress::{ProgressLock, ProgressRead};
 use crate::wait::{
-    open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms, unspec_is_yield,
-    Deadline, Started, WaitObj, WaitSet, WaitSetInner, Waitable,
+    beyond_one_wait, open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms,
+    unspec_is_yield, Deadline, Started, WaitObj, WaitSet, WaitSetInner, Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -1060,6 +1060,10 @@ impl EventQueue {
         // Nothing within the timeout: -FI_EAGAIN (and an error entry that
         // another reader took first, which decodes as empty).
         if is_again(ret) {
+            if beyond_one_wait(timeout) {
+                // Only the longest wait one call takes passed.
+                return self.sread_checked(buf, started.left(timeout), flags);
+            }
             return Ok(EqRead::TimedOut);
         }
         if is_interrupted(ret) {
@@ -1138,7 +1142,7 @@ impl EventQueue {
             // A signal ended the wait early (see `is_interrupted`): wait on
             // for the time left, as after a slice.
             if is_again(ret) || is_interrupted(ret) {
-                if (serial || is_interrupted(ret)) && !deadline.passed() {
+                if (serial || is_interrupted(ret) || beyond_one_wait(wait)) && !deadline.passed() {
                     continue;
                 }
                 return Ok(EqRead::TimedOut);

@@ -178,10 +178,20 @@ impl ProgressLock {
 
     /// What a reader would find, read without taking the lock: for the
     /// serialized threading models, under which no enable or close runs
-    /// beside the caller.
+    /// beside the caller, and for callers that hold the lock.
+    ///
+    /// A relaxed load. Ordering matters only for a flag set on another
+    /// thread, and only the notice is (by a batch released there, see the
+    /// `epochs` module): a caller that acts on a notice it saw here
+    /// issues `fence(Acquire)` first, which synchronizes with the release
+    /// that set it (`CqInner::noted`). The failed-enable count is changed
+    /// by an endpoint's enable and close, on the caller's thread under the
+    /// serialized models and under the lock otherwise; a clear word
+    /// publishes nothing. (An acquire load here made the compiler load the
+    /// queue's handle again after it, on every read.)
     #[inline(always)]
     pub(crate) fn noted(&self) -> Noted {
-        Noted::of(self.state.load(Ordering::Acquire), NOTED)
+        Noted::of(self.state.load(Ordering::Relaxed), NOTED)
     }
 
     /// A reader found a writer (or something noted): waits until no writer

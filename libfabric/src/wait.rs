@@ -148,7 +148,20 @@ impl WaitObj {
     }
 }
 
-/// Converts a timeout to the milliseconds libfabric takes (-1: forever).
+/// The longest wait one call takes: `i32::MAX` milliseconds (24.8 days),
+/// the most an `int` timeout says.
+const LONGEST_ONE_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// Whether `timeout` is longer than one call can wait
+/// ([`timeout_ms`] gives it as `i32::MAX`): a call that returns on that
+/// timeout waits on for the time left rather than report it.
+#[inline]
+pub(crate) fn beyond_one_wait(timeout: Option<Duration>) -> bool {
+    timeout.is_some_and(|t| t > LONGEST_ONE_WAIT)
+}
+
+/// Converts a timeout to the milliseconds libfabric takes (-1: forever),
+/// at most `i32::MAX` (see [`beyond_one_wait`]).
 #[inline]
 pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
@@ -1119,14 +1132,19 @@ impl<'q> TryWaitSet<'q> {
 /// only and refuse these with [`Error::WrongWaitMode`]): open queues with
 /// [`WaitObj::Fd`] to block on them, or block in `sread`, which waits
 /// inside the provider.
+///
+/// The fds belong to the queues the set was refreshed from: the set
+/// borrows them (`'q`), so that it cannot poll fd numbers their close has
+/// freed (and another open may have taken).
 #[derive(Debug, Default)]
-pub struct PollFdSet {
+pub struct PollFdSet<'q> {
     fds: Vec<libc::pollfd>,
     change_index: u64,
     refreshed: bool,
+    _queues: std::marker::PhantomData<&'q ()>,
 }
 
-impl PollFdSet {
+impl<'q> PollFdSet<'q> {
     /// An empty set.
     #[must_use]
     pub fn new() -> Self {
@@ -1151,7 +1169,8 @@ impl PollFdSet {
         let mut wait = timeout;
         loop {
             // SAFETY: fds is a valid array of len pollfd entries; the fds
-            // belong to the queue the set was refreshed from.
+            // belong to the queues the set was refreshed from, which it
+            // borrows (open: their fds are not closed).
             let n = unsafe {
                 libc::poll(
                     self.fds.as_mut_ptr(),
@@ -1159,8 +1178,13 @@ impl PollFdSet {
                     timeout_ms(wait),
                 )
             };
-            if n >= 0 {
+            if n > 0 || (n == 0 && (!beyond_one_wait(wait) || deadline.passed())) {
                 return Ok(n as usize);
+            }
+            if n == 0 {
+                // Only the longest wait one poll takes passed.
+                wait = deadline.left();
+                continue;
             }
             let err = std::io::Error::last_os_error();
             if err.kind() != std::io::ErrorKind::Interrupted {
@@ -1186,7 +1210,7 @@ impl PollFdSet {
     /// [`Error::WrongWaitMode`] for a queue not opened with
     /// `FI_WAIT_POLLFD`; [`Error::Call`] when `fi_control(FI_GETWAIT)` fails
     /// (other than with `FI_ETOOSMALL`, on which the set grows).
-    pub fn refresh(&mut self, queue: &dyn Waitable) -> Result<bool> {
+    pub fn refresh(&mut self, queue: &'q dyn Waitable) -> Result<bool> {
         let actual = queue.wait_obj();
         if actual != WaitObj::PollFd {
             return Err(Error::WrongWaitMode {
@@ -1436,5 +1460,25 @@ impl std::fmt::Debug for WaitSet {
         f.debug_struct("WaitSet")
             .field("wait_obj", &self.kind)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_longer_than_one_call_waits_is_waited_in_parts() {
+        let longest = Duration::from_millis(i32::MAX as u64);
+        assert_eq!(timeout_ms(Some(longest)), i32::MAX);
+        assert!(!beyond_one_wait(Some(longest)));
+        let longer = longest + Duration::from_millis(1);
+        assert_eq!(timeout_ms(Some(longer)), i32::MAX);
+        assert!(beyond_one_wait(Some(longer)));
+        assert!(beyond_one_wait(Some(Duration::MAX)));
+        assert!(!beyond_one_wait(None));
+        assert_eq!(timeout_ms(None), -1);
+        // Rounded up: a short wait does not become a poll.
+        assert_eq!(timeout_ms(Some(Duration::from_nanos(1))), 1);
     }
 }
