@@ -89,8 +89,9 @@ use crate::fid::{close_last, OwnedFid};
 use crate::progress::{ProgressLock, ProgressRead};
 use crate::threading::{ThreadModel, ThreadSafe};
 use crate::wait::{
-    open_with_default_wait, query_wait_obj, refuse_poisoned, refused_progress, resolved_wait_obj,
-    sealed, timeout_ms, Deadline, ProgressMember, WaitFd, WaitObj, WaitSet, WaitSetInner, Waitable,
+    open_with_default_wait, provider_timeout_ms, query_wait_obj, refuse_poisoned, refused_progress,
+    resolved_wait_obj, sealed, Deadline, ProgressMember, WaitFd, WaitObj, WaitSet, WaitSetInner,
+    Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -635,7 +636,11 @@ impl<T: ThreadModel> Counter<T> {
                 // counters assert one, `util_cntr.c` 150); no endpoint
                 // bound to it is being enabled or closed (the guard).
                 unsafe {
-                    sys::fi_cntr_wait(self.inner.fid.as_ptr(), threshold, timeout_ms(Some(slice)))
+                    sys::fi_cntr_wait(
+                        self.inner.fid.as_ptr(),
+                        threshold,
+                        provider_timeout_ms(Some(slice)),
+                    )
                 }
             };
             let mut early = false;

@@ -28,8 +28,9 @@ use crate::fid::{close_last, OwnedFid};
 use crate::progress::{Noted, ProgressLock, ProgressRead};
 use crate::threading::{ThreadModel, ThreadSafe};
 use crate::wait::{
-    open_with_default_wait, query_wait_obj, refuse_poisoned, refused_progress, resolved_wait_obj,
-    sealed, timeout_ms, trywait_raw, Deadline, TryWait, WaitObj, WaitSet, WaitSetInner, Waitable,
+    open_with_default_wait, provider_timeout_ms, query_wait_obj, refuse_poisoned, refused_progress,
+    resolved_wait_obj, sealed, trywait_raw, Deadline, TryWait, WaitObj, WaitSet, WaitSetInner,
+    Waitable,
 };
 use bitflags::bitflags;
 use libfabric_sys::fabric as sys;
@@ -1409,7 +1410,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         cond: *const c_void,
         timeout: Option<Duration>,
     ) -> Result<CountedRead> {
-        let ms = timeout_ms(timeout);
+        let ms = provider_timeout_ms(timeout);
         // Blocking: under the progress guard in every model.
         self.inner.counted_read(true, || {
             refuse_poisoned("fi_cq_sread", std::iter::once(Some(self.inner.lifecycle())))?;

@@ -18,8 +18,8 @@
 
 use crate::connreq::{ConnRequest, RequestSource};
 use crate::error::{
-    check_len, check_queue_size, classify, is_again, is_interrupted, try_zeroed, Errno, Error,
-    Handback, ObjectKind, Result,
+    check_len, check_queue_size, classify, is_again, is_avail, is_interrupted, try_zeroed, Errno,
+    Error, Handback, ObjectKind, Result,
 };
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
@@ -27,8 +27,9 @@ use crate::info::Info;
 use crate::pep::PepCore;
 use crate::progress::{ProgressLock, ProgressRead};
 use crate::wait::{
-    beyond_one_wait, open_with_default_wait, query_wait_obj, resolved_wait_obj, sealed, timeout_ms,
-    unspec_is_yield, Deadline, Started, WaitObj, WaitSet, WaitSetInner, Waitable,
+    beyond_one_wait, open_with_default_wait, provider_timeout_ms, query_wait_obj,
+    resolved_wait_obj, sealed, unspec_is_yield, Deadline, Started, WaitObj, WaitSet, WaitSetInner,
+    Waitable,
 };
 use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
@@ -1057,8 +1058,7 @@ impl EventQueue {
         // interruption.
         let started = Started::now(timeout);
         let (ret, event) = self.sread_call(buf, timeout, flags);
-        // Nothing within the timeout: -FI_EAGAIN (and an error entry that
-        // another reader took first, which decodes as empty).
+        // Nothing within the timeout: -FI_EAGAIN.
         if is_again(ret) {
             if beyond_one_wait(timeout) {
                 // Only the longest wait one call takes passed.
@@ -1066,15 +1066,14 @@ impl EventQueue {
             }
             return Ok(EqRead::TimedOut);
         }
-        if is_interrupted(ret) {
-            // A signal, not a failure: wait on for the time left.
+        // A signal, not a failure (see `is_interrupted`); or an error entry,
+        // which another reader may take before this one reads it: neither
+        // is the timeout. Waited on for the time left.
+        if is_interrupted(ret) || (is_avail(ret) && flags & sys::FI_PEEK == 0) {
             return self.sread_checked(buf, started.left(timeout), flags);
         }
-        let read = decode(&self.inner, ret, event, buf, ReadCall::new(true, flags));
-        if let Ok(EqRead::Empty) = read {
-            return Ok(EqRead::TimedOut);
-        }
-        read
+        // Neither -FI_EAGAIN nor an error entry to read: never empty.
+        decode(&self.inner, ret, event, buf, ReadCall::new(true, flags))
     }
 
     /// One `fi_eq_sread`: (return value, event type). With a buffer
@@ -1096,7 +1095,7 @@ impl EventQueue {
                 &mut event,
                 buf.words.as_mut_ptr().cast(),
                 buf.len(),
-                timeout_ms(timeout),
+                provider_timeout_ms(timeout),
                 flags,
             )
         };
@@ -1139,10 +1138,11 @@ impl EventQueue {
                 let _serial = self.inner.serial_read();
                 self.sread_call(buf, wait, sys::FI_PEEK)
             };
-            // A signal ended the wait early (see `is_interrupted`): wait on
-            // for the time left, as after a slice.
+            // The end of a slice, of the longest wait one call takes, or of
+            // a wait a signal cut short (see `is_interrupted`): on for the
+            // time left. Only the deadline says the timeout passed.
             if is_again(ret) || is_interrupted(ret) {
-                if (serial || is_interrupted(ret) || beyond_one_wait(wait)) && !deadline.passed() {
+                if !deadline.passed() {
                     continue;
                 }
                 return Ok(EqRead::TimedOut);
@@ -1154,11 +1154,15 @@ impl EventQueue {
                 return decode(&self.inner, ret, event, buf, how);
             }
             let (ret, event) = self.read_checked(buf, flags)?;
-            if !is_again(ret) {
-                return match decode(&self.inner, ret, event, buf, how) {
-                    Ok(EqRead::Empty) => Ok(EqRead::TimedOut),
-                    read => read,
-                };
+            if is_avail(ret) && !how.peek() {
+                // The error entry; none when another reader took it first,
+                // and this one waits on.
+                if let Some((entry, len)) = read_err_entry(&self.inner, &mut buf.err)? {
+                    return Ok(EqRead::Error(eq_error(entry, &buf.err.data[..len])));
+                }
+            } else if !is_again(ret) {
+                // Neither -FI_EAGAIN nor an error entry: never empty.
+                return decode(&self.inner, ret, event, buf, how);
             }
             if deadline.passed() {
                 return Ok(EqRead::TimedOut);
@@ -1410,6 +1414,29 @@ pub(crate) fn decode<'b>(
 
 /// `fi_eq_readerr` into `buf`.
 fn read_err<'b>(eq: &EqInner, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<'b>>> {
+    Ok(read_err_entry(eq, buf)?.map(|(entry, len)| eq_error(entry, &buf.data[..len])))
+}
+
+/// An error entry as [`EqError`], its `err_data` the `err_data` given.
+fn eq_error(entry: sys::fi_eq_err_entry, err_data: &[u8]) -> EqError<'_> {
+    EqError {
+        fid: Fid::from_raw(entry.fid),
+        context: entry.context as usize,
+        data: entry.data,
+        err: Errno::from_raw_os_error(entry.err),
+        prov_errno: entry.prov_errno,
+        err_data,
+        provided: err_data,
+    }
+}
+
+/// `fi_eq_readerr` into `buf`: the entry, and the length of its
+/// `err_data`, copied to the start of `buf`; `None` when there is none.
+/// Borrows nothing, so that a caller that finds none may read again.
+fn read_err_entry(
+    eq: &EqInner,
+    buf: &mut ErrDataBuf,
+) -> Result<Option<(sys::fi_eq_err_entry, usize)>> {
     let serial = eq.serial_read();
     let read = buf.read_into("fi_eq_readerr", |err_data, err_data_size| {
         let mut entry = sys::fi_eq_err_entry {
@@ -1424,15 +1451,7 @@ fn read_err<'b>(eq: &EqInner, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<
         (ret, (entry.err_data, entry.err_data_size), entry)
     })?;
     drop(serial);
-    Ok(read.map(|(entry, err_data)| EqError {
-        fid: Fid::from_raw(entry.fid),
-        context: entry.context as usize,
-        data: entry.data,
-        err: Errno::from_raw_os_error(entry.err),
-        prov_errno: entry.prov_errno,
-        err_data,
-        provided: err_data,
-    }))
+    Ok(read.map(|(entry, err_data)| (entry, err_data.len())))
 }
 
 /// The error of an `fi_eq_write` that did not write the whole entry: the

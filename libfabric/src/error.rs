@@ -661,6 +661,12 @@ pub(crate) fn is_again(ret: isize) -> bool {
     ret == Errno::AGAIN.to_ret()
 }
 
+/// Whether a return code is `-FI_EAVAIL`: an error entry is next.
+#[inline(always)]
+pub(crate) fn is_avail(ret: isize) -> bool {
+    ret == Errno::AVAIL.to_ret()
+}
+
 /// Whether a return code is `-FI_EINTR`: a signal handled on the thread
 /// ended a blocking call early. libfabric hands the interruption of the
 /// system call it blocks in up as is (`util_wait_fd_run`,

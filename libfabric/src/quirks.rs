@@ -155,6 +155,21 @@ pub(crate) fn rma_unchecked_at_target(info: &crate::info::InfoEntry) -> bool {
     info.msg_order() & rma_order == 0 && info.provider() == "shm"
 }
 
+/// Whether the provider's `FI_WAIT_MUTEX_COND` wait sets wait on their
+/// condition without holding its mutex: sockets' `sock_wait_wait` calls
+/// `ofi_wait_cond` on the set's mutex unlocked (`prov/sockets/src/sock_wait.c`
+/// 180-182 in 1.22), and `sock_wait_signal` signals without it (207-208).
+/// POSIX leaves the first undefined; glibc returns from the wait with the
+/// mutex held, and nothing releases it, so that of two threads woken
+/// together one stays blocked until the other waits again, and a signal
+/// between the members' check and the wait is lost. In 1.17 each timed
+/// wait also returns at once: `ofi_wait_cond` gives
+/// `pthread_cond_timedwait` a deadline on the wrong clock (`src/unix/osd.c`
+/// 111-123), and a caller looping on `fi_wait` spins.
+pub(crate) fn waits_on_unlocked_conditions(provider: &str) -> bool {
+    provider == "sockets"
+}
+
 /// Whether the provider's counters keep 32-bit signed counts: sockets adds
 /// `(int32_t) value` (`sock_cntr_add`, `prov/sockets/src/sock_cntr.c`
 /// 277 for errors, likewise for counts) and compares a wait's threshold as

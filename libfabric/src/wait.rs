@@ -160,8 +160,24 @@ pub(crate) fn beyond_one_wait(timeout: Option<Duration>) -> bool {
     timeout.is_some_and(|t| t > LONGEST_ONE_WAIT)
 }
 
-/// Converts a timeout to the milliseconds libfabric takes (-1: forever),
-/// at most `i32::MAX` (see [`beyond_one_wait`]).
+/// The milliseconds of a libfabric wait for `timeout`: [`timeout_ms`],
+/// and one more unless it is 0 or for ever. libfabric times its waits on
+/// a millisecond clock whose readings it truncates (`ofi_timeout_time`
+/// and `ofi_adjust_timeout`, `include/ofi.h` 384-396 in 1.22, which
+/// `ofi_eq_sread` and the util waits loop on: `util_eq.c` 184-193), so
+/// that a wait may end up to a millisecond before its timeout: measured,
+/// an `fi_eq_sread` of 2 ms (a 1.5 ms timeout rounded up) ended after
+/// 1.08 ms. With the millisecond added it ends after its timeout.
+#[inline]
+pub(crate) fn provider_timeout_ms(timeout: Option<Duration>) -> i32 {
+    match timeout_ms(timeout) {
+        ms @ (-1 | 0) => ms,
+        ms => ms.saturating_add(1),
+    }
+}
+
+/// Converts a timeout to the milliseconds `poll(2)` takes (-1: forever),
+/// rounded up, at most `i32::MAX` (see [`beyond_one_wait`]).
 #[inline]
 pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
@@ -1133,14 +1149,23 @@ impl<'q> TryWaitSet<'q> {
 /// [`WaitObj::Fd`] to block on them, or block in `sread`, which waits
 /// inside the provider.
 ///
-/// The fds belong to the queues the set was refreshed from: the set
-/// borrows them (`'q`), so that it cannot poll fd numbers their close has
-/// freed (and another open may have taken).
+/// The set borrows the queues it is refreshed from (`'q`): it cannot
+/// poll after one of them closed, when every fd of the queue's own is
+/// closed too. The fds are the provider's, and on some providers they
+/// include the sockets of the endpoints bound to the queue (tcp of 1.17):
+/// the provider takes a closed endpoint's socket out of the set only at
+/// its next wait on the queue, so until a refresh after that wait the set
+/// may hold a number the close freed, and a poll may report the readiness
+/// of a file that took the number since (the set only polls; nothing is
+/// read or written through its fds). As after any wake-up, read the queue
+/// to know whether it has entries.
 #[derive(Debug, Default)]
 pub struct PollFdSet<'q> {
     fds: Vec<libc::pollfd>,
     change_index: u64,
-    refreshed: bool,
+    /// The queue of the last refresh (its `struct fid`), whose change
+    /// index `change_index` is: 0 before the first refresh.
+    source: usize,
     _queues: std::marker::PhantomData<&'q ()>,
 }
 
@@ -1204,7 +1229,8 @@ impl<'q> PollFdSet<'q> {
     }
 
     /// Re-reads the set from `queue` (an `FI_WAIT_POLLFD` queue). Returns
-    /// whether it changed since the last refresh.
+    /// whether it changed since the last refresh (always, when that
+    /// refresh was from another queue).
     ///
     /// # Errors
     /// [`Error::WrongWaitMode`] for a queue not opened with
@@ -1247,9 +1273,10 @@ impl<'q> PollFdSet<'q> {
             let n = arg.nfds.min(self.fds.capacity());
             // SAFETY: the provider initialised the first n entries.
             unsafe { self.fds.set_len(n) };
-            let changed = !self.refreshed || arg.change_index != self.change_index;
+            let source = queue.wait_fid() as usize;
+            let changed = source != self.source || arg.change_index != self.change_index;
             self.change_index = arg.change_index;
-            self.refreshed = true;
+            self.source = source;
             return Ok(changed);
         }
     }
@@ -1318,9 +1345,11 @@ impl WaitSet {
     ///
     /// # Errors
     /// [`Error::UnsupportedWait`] for `None`, `Set`, `Yield` (also
-    /// `Unspec` on shm, which opens it as `FI_WAIT_YIELD`), a wait object
-    /// libfabric does not name, or one the provider refuses; [`Error::Call`]
-    /// when `fi_wait_open` fails otherwise.
+    /// `Unspec` on shm, which opens it as `FI_WAIT_YIELD`, and `MutexCond`
+    /// on sockets, whose wait on it is undefined behaviour: it waits on the
+    /// condition without holding its mutex), a wait object libfabric does
+    /// not name, or one the provider refuses; [`Error::Call`] when
+    /// `fi_wait_open` fails otherwise.
     #[doc(alias = "fi_wait_open")]
     pub fn open(fabric: &Fabric, wait_obj: WaitObj) -> Result<Self> {
         // Normalised first (Other(0) is None, Other(5) is Yield), so the
@@ -1337,6 +1366,15 @@ impl WaitSet {
             && crate::quirks::opens_unspec_waits_as_yield(&fabric.inner.provider)
         {
             return Err(unspec_is_yield("wait set"));
+        }
+        if wait_obj == WaitObj::MutexCond
+            && crate::quirks::waits_on_unlocked_conditions(&fabric.inner.provider)
+        {
+            return Err(Error::UnsupportedWait {
+                queue: "wait set",
+                requested: wait_obj,
+                reason: "the provider waits on the condition without its mutex",
+            });
         }
         let mut attr = sys::fi_wait_attr {
             wait_obj: wait_obj.raw(),
@@ -1404,7 +1442,7 @@ impl WaitSet {
                 // SAFETY: fi_wait(3) on an open wait set; its members'
                 // endpoints are not being enabled or closed (the guards).
                 Ok::<_, Error>(unsafe {
-                    sys::fi_wait(self.inner.fid.as_ptr(), timeout_ms(Some(slice)))
+                    sys::fi_wait(self.inner.fid.as_ptr(), provider_timeout_ms(Some(slice)))
                 })
             })?;
             drop(locks);
@@ -1480,5 +1518,11 @@ mod tests {
         assert_eq!(timeout_ms(None), -1);
         // Rounded up: a short wait does not become a poll.
         assert_eq!(timeout_ms(Some(Duration::from_nanos(1))), 1);
+        // libfabric's waits get a millisecond more (they may end one early),
+        // but a poll stays a poll and for ever stays for ever.
+        assert_eq!(provider_timeout_ms(Some(Duration::from_micros(1500))), 3);
+        assert_eq!(provider_timeout_ms(Some(Duration::ZERO)), 0);
+        assert_eq!(provider_timeout_ms(None), -1);
+        assert_eq!(provider_timeout_ms(Some(Duration::MAX)), i32::MAX);
     }
 }

@@ -410,3 +410,66 @@ fn unspec_event_queues_and_wait_sets_end_their_timed_waits_or_are_refused() {
     let eq = EventQueue::open(&fabric, &EqAttr::new()).unwrap();
     assert_ne!(eq.wait_obj(), WaitObj::None, "{}", provider());
 }
+
+#[test]
+fn mutex_cond_wait_sets_wait_their_timeout_or_are_refused() {
+    // sockets waits on the set's condition without its mutex (undefined
+    // behaviour; 1.17 also returned at once with a positive ETIMEDOUT,
+    // which read as a wake-up): refused there. The util providers refuse
+    // the wait object themselves.
+    const T: Duration = Duration::from_millis(200);
+    let (fabric, domain, _) = fabric_domain();
+    match WaitSet::open(&fabric, WaitObj::MutexCond) {
+        Ok(set) => {
+            let cq = CompletionQueue::<Msg>::open(&domain, &CqAttr::new().wait_set(&set)).unwrap();
+            let start = Instant::now();
+            let r = within(Duration::from_secs(10), move || set.wait(Some(T)));
+            assert_eq!(r.as_ref().ok().copied(), Some(false), "{r:?}");
+            assert!(start.elapsed() >= T, "{:?}", start.elapsed());
+            drop(cq);
+        }
+        Err(Error::UnsupportedWait { reason, .. }) => {
+            if provider() == "sockets" {
+                assert!(reason.contains("without its mutex"), "{reason}");
+            }
+        }
+        Err(e) => panic!("an FI_WAIT_MUTEX_COND wait set on {}: {e}", provider()),
+    }
+}
+
+#[test]
+fn a_pollfd_set_refreshed_from_another_queue_has_changed() {
+    if provider() == "udp;ofi_rxd" {
+        println!(
+            "SKIP {}: provider udp;ofi_rxd: no wait fds for its completion queues (FI_GETWAIT: -FI_ENOSYS)",
+            test_name()
+        );
+        return;
+    }
+    let (_fabric, domain, _) = fabric_domain();
+    let attr = CqAttr::new().wait(WaitObj::PollFd);
+    let (a, b) = match (
+        CompletionQueue::<Msg>::open(&domain, &attr),
+        CompletionQueue::<Msg>::open(&domain, &attr),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e @ Error::UnsupportedWait { .. }), _)
+        | (_, Err(e @ Error::UnsupportedWait { .. })) => {
+            assert!(!is_tcp(), "{e}");
+            println!("SKIP {}: provider {}: {e}", test_name(), provider());
+            return;
+        }
+        (Err(e), _) | (_, Err(e)) => panic!("{e}"),
+    };
+    let mut set = PollFdSet::new();
+    assert!(
+        set.refresh(&a).unwrap(),
+        "the first refresh reports a change"
+    );
+    assert!(!set.refresh(&a).unwrap(), "nothing changed");
+    assert!(
+        set.refresh(&b).unwrap(),
+        "another queue's fds are a change, whatever its change index"
+    );
+    assert!(!set.refresh(&b).unwrap(), "nothing changed");
+}
