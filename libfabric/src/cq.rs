@@ -21,7 +21,8 @@ use crate::domain::{Domain, DomainInner};
 use crate::epochs::Epochs;
 use crate::eq::{ErrDataBuf, Fid};
 use crate::error::{
-    check, check_queue_size, classify, is_again, Errno, Error, Handback, ObjectKind, Result,
+    check, check_queue_size, classify, is_again, is_avail, Errno, Error, Handback, ObjectKind,
+    Result,
 };
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
@@ -1362,6 +1363,17 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             // guard that a blocked sread holds).
             let slice = deadline.slice(SREAD_SLICE);
             let read = self.sread_once(buf, addrs.as_deref_mut(), count, cond, Some(slice))?;
+            if is_avail(read.ret()) {
+                // The error completion; none when another reader took it
+                // first, and this one waits on for the time left.
+                if let Some(e) = self.read_err_owned()? {
+                    return Ok(CqRead::Error(Box::new(e)));
+                }
+                if deadline.passed() {
+                    return Ok(CqRead::TimedOut);
+                }
+                continue;
+            }
             // fi_cq(3): a timeout or a wake-up by fi_cq_signal returns
             // -FI_EAGAIN (tcp), -FI_ECANCELED (sockets, on signal) or
             // -FI_ETIMEDOUT (rxd, on timeout); a signal handled on this
@@ -1494,7 +1506,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     /// its own: what the reads hand back for `-FI_EAVAIL` (error entries
     /// are rare, so their allocation is off the data path).
     #[cold]
-    fn read_err_owned(&self) -> Result<Option<CqError<'static>>> {
+    pub(crate) fn read_err_owned(&self) -> Result<Option<CqError<'static>>> {
         let mut buf = ErrDataBuf::new();
         Ok(self.read_err(&mut buf)?.map(CqError::into_owned))
     }

@@ -1157,8 +1157,8 @@ impl EventQueue {
             if is_avail(ret) && !how.peek() {
                 // The error entry; none when another reader took it first,
                 // and this one waits on.
-                if let Some((entry, len)) = read_err_entry(&self.inner, &mut buf.err)? {
-                    return Ok(EqRead::Error(eq_error(entry, &buf.err.data[..len])));
+                if let Some(read) = buf.read_error(&self.inner)? {
+                    return Ok(buf.error(read));
                 }
             } else if !is_again(ret) {
                 // Neither -FI_EAGAIN nor an error entry: never empty.
@@ -1414,7 +1414,29 @@ pub(crate) fn decode<'b>(
 
 /// `fi_eq_readerr` into `buf`.
 fn read_err<'b>(eq: &EqInner, buf: &'b mut ErrDataBuf) -> Result<Option<EqError<'b>>> {
-    Ok(read_err_entry(eq, buf)?.map(|(entry, len)| eq_error(entry, &buf.data[..len])))
+    Ok(read_err_entry(eq, buf)?.map(|read| eq_error(read.entry, &buf.data[..read.len])))
+}
+
+/// An error entry [`EventBuf::read_error`] read: the entry, and the length
+/// of its `err_data`, at the start of the buffer's error data.
+pub(crate) struct ReadError {
+    entry: sys::fi_eq_err_entry,
+    len: usize,
+}
+
+impl EventBuf {
+    /// `fi_eq_readerr` into the buffer's error data; `None` when there is
+    /// no error entry (another reader took the one a read announced with
+    /// `-FI_EAVAIL`). The result borrows nothing, so that a caller that
+    /// finds none may wait and read again.
+    pub(crate) fn read_error(&mut self, eq: &EqInner) -> Result<Option<ReadError>> {
+        read_err_entry(eq, &mut self.err)
+    }
+
+    /// The error entry [`read_error`](Self::read_error) read.
+    pub(crate) fn error(&self, read: ReadError) -> EqRead<'_> {
+        EqRead::Error(eq_error(read.entry, &self.err.data[..read.len]))
+    }
 }
 
 /// An error entry as [`EqError`], its `err_data` the `err_data` given.
@@ -1433,10 +1455,7 @@ fn eq_error(entry: sys::fi_eq_err_entry, err_data: &[u8]) -> EqError<'_> {
 /// `fi_eq_readerr` into `buf`: the entry, and the length of its
 /// `err_data`, copied to the start of `buf`; `None` when there is none.
 /// Borrows nothing, so that a caller that finds none may read again.
-fn read_err_entry(
-    eq: &EqInner,
-    buf: &mut ErrDataBuf,
-) -> Result<Option<(sys::fi_eq_err_entry, usize)>> {
+fn read_err_entry(eq: &EqInner, buf: &mut ErrDataBuf) -> Result<Option<ReadError>> {
     let serial = eq.serial_read();
     let read = buf.read_into("fi_eq_readerr", |err_data, err_data_size| {
         let mut entry = sys::fi_eq_err_entry {
@@ -1451,7 +1470,10 @@ fn read_err_entry(
         (ret, (entry.err_data, entry.err_data_size), entry)
     })?;
     drop(serial);
-    Ok(read.map(|(entry, err_data)| (entry, err_data.len())))
+    Ok(read.map(|(entry, err_data)| ReadError {
+        entry,
+        len: err_data.len(),
+    }))
 }
 
 /// The error of an `fi_eq_write` that did not write the whole entry: the

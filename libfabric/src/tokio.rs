@@ -27,7 +27,7 @@ use crate::cntr::Counter;
 use crate::conn::{ConnConfig, Connection, Incoming, Listener, Pending};
 use crate::cq::{self, Completion, CompletionQueue, CqRead, Format};
 use crate::eq::{self, EqRead, EventBuf, EventQueue};
-use crate::error::{classify, Errno, Error, Result};
+use crate::error::{is_again, is_avail, Error, Result};
 use crate::info::Hints;
 use crate::wait::{eq_has_entries, trywait_raw, wait_guard, TryWait, Waitable};
 use libfabric_sys::fabric as sys;
@@ -186,7 +186,16 @@ impl AsyncEventQueue {
             // anything is taken from the queue (so it stays cancel safe).
             tokio::task::coop::consume_budget().await;
             let (ret, event) = self.eq.read_raw(buf, 0)?;
-            if classify(ret) != Err(Errno::AGAIN) {
+            if is_avail(ret) {
+                // The error entry; none when another reader took it first,
+                // and this one reads on.
+                if let Some(read) = buf.read_error(&self.eq.inner)? {
+                    return Ok(buf.error(read));
+                }
+                continue;
+            }
+            if !is_again(ret) {
+                // Neither -FI_EAGAIN nor an error entry: never empty.
                 return eq::decode(&self.eq.inner, ret, event, buf, eq::ReadCall::Read);
             }
             let eq = SendPtr(self.eq.inner.fid.as_ptr());
@@ -280,7 +289,18 @@ impl<F: Format> AsyncCompletionQueue<F> {
             // before taking anything.
             tokio::task::coop::consume_budget().await;
             let read = self.cq.read_raw(buf)?;
-            if classify(read.ret()) != Err(Errno::AGAIN) {
+            let ret = read.ret();
+            if is_avail(ret) {
+                // The error completion; none when another reader took it
+                // first, and this one reads on.
+                if let Some(e) = self.cq.read_err_owned()? {
+                    return Ok(CqRead::Error(Box::new(e)));
+                }
+                continue;
+            }
+            // Neither -FI_EAGAIN nor 0 (no completion either) nor an error
+            // completion: never empty.
+            if !is_again(ret) && ret != 0 {
                 let read = cq::decode(read.parts(), &self.cq.inner.epochs, buf, "fi_cq_read")?;
                 return self.cq.finish(read);
             }
@@ -468,7 +488,7 @@ impl<F: Format> AsyncConnection<F> {
     /// queue is awaited too: once the connection ended (`FI_SHUTDOWN`, which
     /// some providers report without failing the operations posted), a
     /// wait that finds no completion is [`Error::Call`] with
-    /// [`Errno::NOTCONN`] rather than a wait for ever (as
+    /// [`Errno::NOTCONN`](crate::Errno::NOTCONN) rather than a wait for ever (as
     /// [`Connection::wait_one`]).
     ///
     /// # Cancel safety
@@ -476,7 +496,7 @@ impl<F: Format> AsyncConnection<F> {
     /// [`AsyncEventQueue::read`].
     ///
     /// # Errors
-    /// As [`AsyncCompletionQueue::next`]; [`Errno::NOTCONN`] when the
+    /// As [`AsyncCompletionQueue::next`]; [`Errno::NOTCONN`](crate::Errno::NOTCONN) when the
     /// connection ended, or the errno of an error entry of its event queue.
     pub async fn next(&self, pool: &BufferPool) -> Result<Completion> {
         if self.conn.is_ended() {
