@@ -90,9 +90,7 @@ impl Noted {
     const fn of(word: u64, looks: u64) -> Noted {
         Noted((word & looks) as u32)
     }
-}
 
-impl Noted {
     /// Nothing: the usual case.
     #[inline(always)]
     pub(crate) fn is_clear(self) -> bool {

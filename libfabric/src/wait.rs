@@ -1203,13 +1203,14 @@ impl<'q> PollFdSet<'q> {
                     timeout_ms(wait),
                 )
             };
-            if n > 0 || (n == 0 && (!beyond_one_wait(wait) || deadline.passed())) {
+            if n >= 0 {
+                // Nothing ready when only the longest wait one poll takes
+                // passed: on for the time left.
+                if n == 0 && beyond_one_wait(wait) && !deadline.passed() {
+                    wait = deadline.left();
+                    continue;
+                }
                 return Ok(n as usize);
-            }
-            if n == 0 {
-                // Only the longest wait one poll takes passed.
-                wait = deadline.left();
-                continue;
             }
             let err = std::io::Error::last_os_error();
             if err.kind() != std::io::ErrorKind::Interrupted {
