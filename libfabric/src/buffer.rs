@@ -516,19 +516,23 @@ impl BufferPool {
     /// Allocates `count` slots of `slot_size` bytes (zeroed, page aligned)
     /// and registers them with `domain` (`fi_mr_reg`) for local use only
     /// ([`MrAccess::LOCAL`]: sends, receives, and the local side of RMA
-    /// reads and writes). Peers cannot reach a pool's memory with RMA
-    /// ([`with_access`](Self::with_access) takes local access flags only),
-    /// except on verbs with its registration cache on, which registers
-    /// every region for remote access whatever is asked (`FI_MR_CACHE_MAX_COUNT=0`
-    /// turns it off; [`MemoryRegion`](crate::mr::MemoryRegion)s are refused
-    /// there).
+    /// reads and writes). Peers cannot write a pool's memory with RMA
+    /// ([`with_access`](Self::with_access) takes local access flags only):
+    /// where a provider would register it for peers' writes whatever is
+    /// asked, the crate refuses (verbs with its registration cache on;
+    /// rxm with its write rendezvous, see
+    /// [`Domain::open_model`](crate::Domain::open_model)). rxm's default
+    /// read rendezvous registers memory given for sends for peers' reads,
+    /// so on rxm a peer that knows the pool's key can read its memory (see
+    /// the [`mr`](crate::mr) module).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no slots, more than 2^32-1, or a
     /// `slot_size` of 0; [`Error::TooLarge`] when the pool's bytes overflow;
-    /// [`Error::OutOfMemory`] when an allocation fails; the errors of
-    /// [`MemoryRegion::register`](crate::mr::MemoryRegion::register) when
-    /// the registration fails.
+    /// [`Error::OutOfMemory`] when an allocation fails;
+    /// [`Error::Unsupported`] on verbs with its registration cache on (as
+    /// [`MemoryRegion::register`](crate::mr::MemoryRegion::register)); the
+    /// errors of `MemoryRegion::register` when the registration fails.
     #[doc(alias = "fi_mr_reg")]
     pub fn new<T: ThreadModel>(domain: &Domain<T>, count: usize, slot_size: usize) -> Result<Self> {
         Self::with_access(domain, count, slot_size, MrAccess::LOCAL)
@@ -561,6 +565,7 @@ impl BufferPool {
                     .into(),
             ));
         }
+        crate::mr::check_uncached(domain.inner.info.provider())?;
         if count == 0 || slot_size == 0 || count > u32::MAX as usize {
             return Err(Error::InvalidArgument(
                 format!(

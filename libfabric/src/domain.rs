@@ -334,7 +334,10 @@ impl<T: ThreadModel> Domain<T> {
     /// `FI_MR_ENDPOINT`; [`Error::ForeignObject`] for an `fi_info` of
     /// another provider or fabric; [`Error::Unsupported`] for a serialized
     /// model on shm (whose endpoints of one process close together, across
-    /// domains and threads); [`Error::Call`] when `fi_dupinfo` or
+    /// domains and threads), and on rxm with its write rendezvous on
+    /// (`FI_OFI_RXM_USE_RNDV_WRITE`, when libfabric started or now), which
+    /// registers memory given for receives for peers' writes (see
+    /// [`BufferPool::new`](crate::BufferPool::new)); [`Error::Call`] when `fi_dupinfo` or
     /// `fi_domain` fails.
     #[doc(alias = "fi_domain")]
     pub fn open_model(fabric: &Fabric, info: &InfoEntry) -> Result<Self> {
@@ -369,6 +372,14 @@ impl<T: ThreadModel> Domain<T> {
                 reason: "shm endpoints of one process close together across domains and threads \
                          (shm maps a peer of the same process through the peer's own memory), \
                          which a serialized threading model cannot allow: use ThreadSafe",
+            });
+        }
+        if crate::quirks::lets_peers_write_receive_memory(info.provider()) {
+            return Err(Error::Unsupported {
+                call: "fi_domain",
+                reason: "rxm's write rendezvous (FI_OFI_RXM_USE_RNDV_WRITE) registers receive \
+                         memory for remote writes, so a peer could write into buffers lent as \
+                         &mut [u8]: start the program without it",
             });
         }
         if info.mr_mode() & sys::FI_MR_ENDPOINT != 0 {

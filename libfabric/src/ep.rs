@@ -1832,7 +1832,13 @@ impl<T: ThreadModel> Endpoint<T> {
     /// [`Error::Call`] when `fi_getname` fails (`FI_ETOOSMALL` for an address
     /// over 64 KiB).
     pub fn name(&self) -> Result<Vec<u8>> {
-        name_of(self.inner.fid.fid(), false)
+        let name = name_of(self.inner.fid.fid(), false)?;
+        if crate::quirks::closed_peers_dangle(self.inner.info.provider()) {
+            // An address vector may take it before the endpoint's region
+            // file exists (see `shm_peers::check_region_file`).
+            crate::shm_peers::lock().handed_out(&name);
+        }
+        Ok(name)
     }
 
     /// `fi_getpeer`: the peer's address.
@@ -1870,6 +1876,22 @@ impl<T: ThreadModel> Endpoint<T> {
 
     /// `fi_recv` from one source address (connectionless endpoints;
     /// `Addr::UNSPEC` for any).
+    ///
+    /// A message longer than the buffer completes as an error completion
+    /// with [`Errno::TRUNC`](crate::Errno::TRUNC) on most providers. Two
+    /// do otherwise (seen with libfabric 1.17), and nothing the receiver
+    /// passes can prevent it, so post buffers as long as the longest
+    /// message a peer sends:
+    /// - `udp;ofi_rxd` completes it as a full buffer, with no error: it
+    ///   compares the bytes received with the truncated length
+    ///   (`rxd_complete_rx`, `prov/rxd/src/rxd_cq.c` 116 in 1.17).
+    /// - shm, for a message over 4096 bytes (sent by cross-memory attach),
+    ///   never completes it: the receiver's progress copies until the
+    ///   sender's whole length is copied, into a buffer that holds less,
+    ///   and the read of its completion queue spins in that copy
+    ///   (`smr_progress_iov` and `smr_cma_loop`, `prov/shm/src/smr_progress.c`
+    ///   346-348 and `smr.h` 422-449 in 1.17; 1.22 and 2.1 copy with the
+    ///   same loop, `cma_copy`, `include/ofi_cma.h` 43-70).
     ///
     /// # Errors
     /// Each with the buffer handed back: [`Error::State`] on an endpoint not

@@ -8,7 +8,17 @@
 //! RMA already under way may still copy into it (see *Closing* below),
 //! and only owned memory can be kept until that cannot happen.
 //! Registration asks for exactly the [`MrAccess`] given: no remote access
-//! unless asked for.
+//! unless asked for. Providers may register for more, and where that lets
+//! peers write memory the crate lends as a slice, the crate refuses:
+//! verbs' registration cache (see [`MemoryRegion::register`]) and rxm's
+//! write rendezvous ([`Domain::open_model`](crate::Domain::open_model)).
+//! rxm's default read rendezvous registers memory given for sends
+//! (`MrAccess::SEND`, and every [`BufferPool`](crate::BufferPool)) for
+//! peers' reads at its message provider (`rxm_mr_get_msg_access`,
+//! `prov/rxm/src/rxm_domain.c` 388-398 in 1.17, the same in 1.22 and 2.1):
+//! a peer that knows the key and address can read that memory. A read
+//! changes nothing this process sees, so slices stay sound; keep secrets
+//! out of memory registered for sends on rxm.
 //!
 //! A region that peers may write (`REMOTE_WRITE`) can change at any time,
 //! under any reference the process holds to it. So while it is registered
@@ -723,12 +733,7 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
         if let Some((counter, events)) = counter {
             check_counted(domain, access, counter, events)?;
         }
-        if crate::quirks::caches_registrations(domain.inner.info.provider()) {
-            return Err(Error::Unsupported {
-                call: "fi_mr_reg",
-                reason: "the provider's registration cache registers every region for remote read, write and atomics and keeps it after fi_close (verbs): start the program with FI_MR_CACHE_MAX_COUNT=0 to register the application's memory",
-            });
-        }
+        check_uncached(domain.inner.info.provider())?;
         let iov = memory.iovecs().into_boxed_slice();
         let len = iov
             .iter()
@@ -998,8 +1003,9 @@ impl<M: RegionMemory, T: ThreadModel> MemoryRegion<M, T> {
                          with write_at",
             });
         }
-        // SAFETY: as in as_slice, and no peer reads them either; &mut self
-        // makes the access unique.
+        // SAFETY: as in as_slice; &mut self makes this process's access
+        // unique. (A peer may read it on rxm, see the module docs: a read
+        // changes nothing this process sees.)
         Ok(unsafe { std::slice::from_raw_parts_mut(self.iov[0].0, self.len) })
     }
 
@@ -1377,4 +1383,18 @@ fn past_any_offset_region() -> Error {
          that addresses regions by offset (no FI_MR_VIRT_ADDR)"
             .into(),
     )
+}
+
+/// Refuses to register the application's memory where the provider's
+/// registration cache would register it for peers' writes and keep it
+/// registered after `fi_close` (see `quirks::caches_registrations`): the
+/// memory of [`MemoryRegion`]s and of buffer pools alike.
+pub(crate) fn check_uncached(provider: &str) -> Result<()> {
+    if crate::quirks::caches_registrations(provider) {
+        return Err(Error::Unsupported {
+            call: "fi_mr_reg",
+            reason: "the provider's registration cache registers every region for remote read, write and atomics and keeps it after fi_close (verbs): start the program with FI_MR_CACHE_MAX_COUNT=0 to register the application's memory",
+        });
+    }
+    Ok(())
 }

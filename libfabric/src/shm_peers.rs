@@ -73,12 +73,15 @@ pub(crate) struct Registry {
     avs: BTreeMap<u64, AvRec>,
     /// The names of the endpoints closed in the provider.
     dead: BTreeSet<Vec<u8>>,
+    /// The names of this process's endpoints handed to the application.
+    own: BTreeSet<Vec<u8>>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     eps: BTreeMap::new(),
     avs: BTreeMap::new(),
     dead: BTreeSet::new(),
+    own: BTreeSet::new(),
 });
 
 /// shm's `SMR_NAME_MAX`: an address is kept up to this many bytes, NUL
@@ -101,6 +104,71 @@ pub(crate) fn normalize(addr: &[u8]) -> Vec<u8> {
         Some(at) => addr[at + 3..].to_vec(),
         None => addr.to_vec(),
     }
+}
+
+/// Refuses the name of a peer whose region file another user could have
+/// written. shm maps the file an address names (`/dev/shm/<name>`) and
+/// trusts what it reads there: `smr_map_to_region` maps as many bytes as
+/// the file's header says, without checking the mapping, and the insert
+/// then writes through it (`prov/util/src/util_shm.c` 383-425 in 1.17;
+/// `prov/shm/src/smr_util.c` 374-412 in 2.1): a file whose header says 0
+/// crashed the insert. Another user can create any name in `/dev/shm`;
+/// they cannot change, remove or replace a file of this user's there
+/// (shm creates its files 0600, and `/dev/shm` is sticky). So the file
+/// must exist, be a regular file of this process's user, and be writable
+/// by nobody else; a file of this user is trusted as the user's own
+/// processes are (any of them could also write this process's memory).
+/// A name whose file is missing names no endpoint yet: refused too
+/// ([`Error::State`]: the peer may not be enabled yet), unless `ours`,
+/// the name of an endpoint of this process, whose file its enable makes.
+///
+/// Not covered: the check is made at the insert. libfabric 2.x maps a
+/// peer at the first send to it (`smr_map_add`, `smr_util.c` 557-593 in
+/// 2.1), 1.17 and 1.22 also when the file was not ready at the insert;
+/// and a peer that exits unlinks its file, after which another user may
+/// create one under its name. A file made in between is mapped unchecked.
+fn check_region_file(name: &[u8], ours: bool) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    // shm_open(3) skips leading slashes; a name with another slash was
+    // refused before (check_insert).
+    let file = name
+        .iter()
+        .position(|&b| b != b'/')
+        .map_or(&[][..], |at| &name[at..]);
+    let path = std::path::Path::new("/dev/shm").join(std::ffi::OsStr::from_bytes(file));
+    let refuse = |why: &str| {
+        Err(Error::InvalidArgument(
+            format!(
+                "fi_av_insert: the shm address {:?} {why}",
+                String::from_utf8_lossy(name)
+            )
+            .into(),
+        ))
+    };
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if ours {
+                return Ok(());
+            }
+            return Err(Error::State {
+                call: "fi_av_insert",
+                reason: "the shm address names no enabled endpoint (its region file, \
+                         /dev/shm/<name>, is missing): insert it once the peer is enabled",
+            });
+        }
+        Err(e) => return Err(Error::system("stat of a shm region file", e)),
+    };
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if !meta.file_type().is_file() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
+        return refuse(
+            "names a region file that is not a regular file of this process's user writable \
+             by that user alone: shm would map it and trust what it reads there",
+        );
+    }
+    Ok(())
 }
 
 fn closed_peer(call: &'static str) -> Error {
@@ -132,7 +200,20 @@ impl Registry {
         if self.dead.contains(name) {
             return Err(closed_peer("fi_av_insert"));
         }
-        Ok(())
+        // An endpoint of this process may not have made its file yet (it
+        // does when enabled): a missing file is taken for its name alone.
+        let ours = self.own.contains(name) || self.eps.values().any(|e| e.name == name);
+        check_region_file(name, ours)
+    }
+
+    /// `name`, the name of an endpoint of this process, was handed to the
+    /// application: an insert of it before the endpoint made its region
+    /// file (when enabled) is taken, the file checked if it exists.
+    pub(crate) fn handed_out(&mut self, name: &[u8]) {
+        let name = normalize(name);
+        if !self.own.contains(&name) {
+            self.own.insert(name);
+        }
     }
 
     /// `name` was inserted into vector `av` at `addr`.

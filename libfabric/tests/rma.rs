@@ -1138,13 +1138,18 @@ fn user_memory_is_refused_where_registrations_are_cached() {
     let cached = provider().starts_with("verbs")
         && std::env::var("FI_MR_CACHE_MAX_COUNT").as_deref() != Ok("0")
         && std::env::var("FI_MR_CACHE_MONITOR").as_deref() != Ok("disabled");
-    let got = MemoryRegion::register(&domain, vec![0u8; 64], MrAccess::REMOTE_READ);
-    if cached {
-        let e = got.expect_err("a caching domain");
-        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
-        assert!(e.to_string().contains("FI_MR_CACHE_MAX_COUNT=0"), "{e}");
-    } else {
-        got.unwrap_or_else(|e| panic!("provider {}: {e}", provider()));
+    let region = MemoryRegion::register(&domain, vec![0u8; 64], MrAccess::REMOTE_READ).map(drop);
+    // A pool is registered for local access only, which the cache widens
+    // as well.
+    let pool = BufferPool::new(&domain, 1, 64).map(drop);
+    for got in [region, pool] {
+        if cached {
+            let e = got.expect_err("a caching domain");
+            assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+            assert!(e.to_string().contains("FI_MR_CACHE_MAX_COUNT=0"), "{e}");
+        } else {
+            got.unwrap_or_else(|e| panic!("provider {}: {e}", provider()));
+        }
     }
 }
 
