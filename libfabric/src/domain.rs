@@ -379,7 +379,8 @@ impl<T: ThreadModel> Domain<T> {
                 call: "fi_domain",
                 reason: "rxm's write rendezvous (FI_OFI_RXM_USE_RNDV_WRITE) registers receive \
                          memory for remote writes, so a peer could write into buffers lent as \
-                         &mut [u8]: start the program without it",
+                         &mut [u8]: start the program without it (in the environment and in \
+                         libfabric.conf)",
             });
         }
         if info.mr_mode() & sys::FI_MR_ENDPOINT != 0 {

@@ -484,7 +484,7 @@ pub(crate) fn check_runtime_version() -> Result<()> {
 #[doc(alias = "fi_getinfo")]
 pub fn getinfo(hints: &Hints) -> Result<InfoList> {
     check_runtime_version()?;
-    crate::quirks::startup_env::note();
+    crate::startup_env::note();
     let (info, node, service) = hints.to_raw()?;
     let mut head = ptr::null_mut();
     // SAFETY: fi_getinfo(3): node and service are NUL-terminated or NULL,

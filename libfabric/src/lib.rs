@@ -304,6 +304,7 @@ pub mod preconditions {}
 mod progress;
 mod quirks;
 mod shm_peers;
+mod startup_env;
 pub mod threading;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]

@@ -2,6 +2,8 @@
 //! have, each decided here, by provider name, with the source lines it
 //! rests on (libfabric 1.17 unless said otherwise).
 
+use crate::startup_env::StartupVar;
+
 /// Whether the provider adds each enabled endpoint, with a callback into
 /// it, to the wait object of the completion queues it is bound to and never
 /// removes it, so that a wait on such a queue after the endpoint closed
@@ -210,14 +212,14 @@ pub(crate) fn counts_bytes(provider: &str) -> bool {
 /// `ofi_mr_cache_init` fails and the domain registers uncached,
 /// `verbs_domain.c` 373-378; or `FI_MR_CACHE_MONITOR=disabled`).
 ///
-/// libfabric reads those variables once, when it starts; the crate takes
-/// the cache as off only if it was off both then and now (see
-/// [`startup_env`]).
+/// libfabric reads those settings once, when it starts; the crate takes
+/// the cache as off only if every value libfabric may have read says so
+/// (see [`startup_env`](crate::startup_env)).
 pub(crate) fn caches_registrations(provider: &str) -> bool {
     let verbs = provider == "verbs" || provider.starts_with("verbs;");
-    let off = startup_env::always(StartupVar::MrCacheMaxCount, |v| {
+    let off = crate::startup_env::always(StartupVar::MrCacheMaxCount, |v| {
         v.is_some_and(|v| v.trim() == "0")
-    }) || startup_env::always(StartupVar::MrCacheMonitor, |v| {
+    }) || crate::startup_env::always(StartupVar::MrCacheMonitor, |v| {
         // Compared as libfabric does, exactly (`util_mem_monitor.c` 253 in
         // 2.1): " disabled" leaves the cache on.
         v == Some("disabled")
@@ -235,9 +237,11 @@ pub(crate) fn caches_registrations(provider: &str) -> bool {
 /// memory; write access lets it write into buffers lent as `&mut [u8]`,
 /// so a domain of rxm's with the write rendezvous on is refused. rxm reads
 /// the variable once, when libfabric starts (`rxm_init.c` 743 in 1.17):
-/// it counts as on if it was on then or is now (see [`startup_env`]).
+/// it counts as on if any value libfabric may have read is on (see
+/// [`startup_env`](crate::startup_env)).
 pub(crate) fn lets_peers_write_receive_memory(provider: &str) -> bool {
-    provider.contains("ofi_rxm") && !startup_env::always(StartupVar::RxmRndvWrite, is_off_param)
+    provider.contains("ofi_rxm")
+        && !crate::startup_env::always(StartupVar::RxmRndvWrite, is_off_param)
 }
 
 /// Whether a boolean parameter that defaults to false is off: unset, or a
@@ -251,64 +255,6 @@ fn is_off_param(value: Option<&str>) -> bool {
             .iter()
             .any(|off| value.eq_ignore_ascii_case(off))
     })
-}
-
-/// The environment variables libfabric and its providers read once, when
-/// libfabric starts (its first `fi_getinfo` in the process), that decide
-/// a guarantee of the crate's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub(crate) enum StartupVar {
-    MrCacheMaxCount,
-    MrCacheMonitor,
-    RxmRndvWrite,
-}
-
-impl StartupVar {
-    const ALL: [StartupVar; 3] = [
-        StartupVar::MrCacheMaxCount,
-        StartupVar::MrCacheMonitor,
-        StartupVar::RxmRndvWrite,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            StartupVar::MrCacheMaxCount => "FI_MR_CACHE_MAX_COUNT",
-            StartupVar::MrCacheMonitor => "FI_MR_CACHE_MONITOR",
-            StartupVar::RxmRndvWrite => "FI_OFI_RXM_USE_RNDV_WRITE",
-        }
-    }
-}
-
-/// What the [`StartupVar`]s were when libfabric started, as far as the
-/// crate can know: their values just before its first `fi_getinfo`.
-/// A program that changes one after that (`std::env::set_var`) changes
-/// nothing libfabric does, so a guarantee that rests on a value holds
-/// only if the value held both then and now. Not seen: a library that
-/// started libfabric before the crate's first call, through C; a thread
-/// that changes a variable between the note and libfabric's start (the
-/// note is taken just before the crate's first `fi_getinfo`); and, from
-/// libfabric 1.22, a setting in its `libfabric.conf` (under its
-/// `SYSCONFDIR`, read when the variable is unset, or first with
-/// `FI_PREFER_SYSCONFIG`: `src/var.c` 366-369 in 2.1).
-pub(crate) mod startup_env {
-    use super::StartupVar;
-    use std::sync::OnceLock;
-
-    static AT_START: OnceLock<[Option<String>; 3]> = OnceLock::new();
-
-    /// Notes the variables, once: called before every `fi_getinfo`.
-    pub(crate) fn note() {
-        AT_START.get_or_init(|| StartupVar::ALL.map(|v| std::env::var(v.name()).ok()));
-    }
-
-    /// Whether `holds` of `var`'s value (`None`: unset) now and when
-    /// libfabric started (when the crate saw it start).
-    pub(crate) fn always(var: StartupVar, holds: impl Fn(Option<&str>) -> bool) -> bool {
-        let now = std::env::var(var.name()).ok();
-        let then = AT_START.get().map(|all| all[var as usize].as_deref());
-        holds(now.as_deref()) && then.is_none_or(holds)
-    }
 }
 
 /// Whether the crate refuses the provider's atomics: verbs' MSG atomics
