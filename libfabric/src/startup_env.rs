@@ -3,7 +3,7 @@
 //! the crate's rests: see `quirks::caches_registrations` and
 //! `quirks::lets_peers_write_receive_memory`.
 //!
-//! libfabric reads a parameter from the environment and, from 1.22, from
+//! libfabric reads a parameter from the environment and, from 1.18, from
 //! its configuration file, `libfabric.conf` under the `SYSCONFDIR` it was
 //! built with: the file's value when the variable is unset, or first when
 //! `FI_PREFER_SYSCONFIG` says so (`fi_param_get`, `src/var.c` 347-369,
@@ -15,6 +15,10 @@
 //! counts only if it holds for every value libfabric may have used: the
 //! variable then and now, and the file's (either may win, as
 //! `FI_PREFER_SYSCONFIG` decides).
+//!
+//! When the configuration cannot be told (a libfabric from 1.18 on whose
+//! file's path is not found in it, or a library file replaced while
+//! mapped), no setting counts.
 //!
 //! Not seen: a library that started libfabric through C before the
 //! crate's first call, and a thread that changes a variable between the
@@ -48,92 +52,165 @@ impl StartupVar {
     }
 }
 
-/// The settings at libfabric's start: each variable, and the configuration
-/// file's value.
+/// The settings at libfabric's start: each variable, and the
+/// configuration files of the libfabric libraries mapped into the process
+/// (`None`: not known).
 struct AtStart {
     env: [Option<String>; 3],
-    file: [Option<String>; 3],
+    files: Option<Vec<ConfigFile>>,
 }
+
+/// A configuration file's `NAME=value` entries, in order.
+type ConfigFile = Vec<(String, String)>;
 
 static AT_START: OnceLock<AtStart> = OnceLock::new();
 
 /// Notes the settings, once: called before every `fi_getinfo`.
 pub(crate) fn note() {
-    AT_START.get_or_init(|| {
-        let file = config_file();
-        AtStart {
-            env: StartupVar::ALL.map(|v| std::env::var(v.name()).ok()),
-            file: StartupVar::ALL.map(|v| config_value(&file, v.name())),
-        }
+    AT_START.get_or_init(|| AtStart {
+        env: StartupVar::ALL.map(|v| env_value(v.name())),
+        files: config_files(),
     });
+}
+
+/// A variable as libfabric's `getenv` sees it: a value that is not UTF-8
+/// is kept, its bytes replaced, so that it matches no value the crate
+/// takes as safe.
+fn env_value(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
 }
 
 /// Whether `holds` of every value (`None`: unset) libfabric may have read
 /// for `var`: the variable now and when libfabric started (when the crate
-/// saw it start), or the configuration file's.
+/// saw it start), each with each configuration file's value. False when
+/// the configuration is not known.
 pub(crate) fn always(var: StartupVar, holds: impl Fn(Option<&str>) -> bool) -> bool {
-    let now = std::env::var(var.name()).ok();
+    let now = env_value(var.name());
     let Some(start) = AT_START.get() else {
         return holds(now.as_deref());
     };
-    let file = start.file[var as usize].as_deref();
-    let read = |env: Option<&str>| match (env, file) {
+    let Some(files) = &start.files else {
+        return false;
+    };
+    let read = |env: Option<&str>, file: Option<&str>| match (env, file) {
         // The file's value is used when the variable is unset.
         (None, Some(file)) => holds(Some(file)),
         // Either, as FI_PREFER_SYSCONFIG decides.
         (Some(env), Some(file)) => holds(Some(env)) && holds(Some(file)),
         (env, None) => holds(env),
     };
-    read(now.as_deref()) && read(start.env[var as usize].as_deref())
+    let file_values: Vec<Option<&str>> = if files.is_empty() {
+        vec![None]
+    } else {
+        files.iter().map(|f| config_value(f, var.name())).collect()
+    };
+    [now.as_deref(), start.env[var as usize].as_deref()]
+        .iter()
+        .all(|&env| file_values.iter().all(|&file| read(env, file)))
 }
 
-/// The `NAME=value` lines of the configuration file of the libfabric this
-/// process loaded, as `load_conf` reads them (up to the first `=`; the
-/// value to the end of the line); empty when it has none (before 1.22, or
-/// no file).
-fn config_file() -> Vec<(String, String)> {
-    let Some(path) = config_path() else {
-        return Vec::new();
-    };
-    let Ok(text) = std::fs::read(path) else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&text)
-        .lines()
-        .filter_map(|line| line.split_once('='))
-        .map(|(name, value)| (name.to_string(), value.to_string()))
-        .collect()
+/// The configuration files of the libfabric libraries mapped into this
+/// process (or of the executable, where none is: linked statically), each
+/// read as libfabric reads it; empty where they have none (1.17 and
+/// before); `None` when that cannot be told: a library from 1.18 on whose
+/// path is not found, or a library file that was replaced.
+fn config_files() -> Option<Vec<ConfigFile>> {
+    let maps = std::fs::read("/proc/self/maps").ok()?;
+    let maps = String::from_utf8_lossy(&maps);
+    let mut libraries: Vec<&str> = Vec::new();
+    for line in maps.lines() {
+        // The path is what follows the first five fields.
+        let mut rest = line;
+        for _ in 0..5 {
+            rest = rest.trim_start();
+            rest = rest.split_once(' ').map_or("", |(_, r)| r);
+        }
+        let path = rest.trim_start();
+        let file = path.rsplit('/').next().unwrap_or("");
+        if file.starts_with("libfabric") && file.contains(".so") {
+            if path.ends_with(" (deleted)") {
+                return None;
+            }
+            if !libraries.contains(&path) {
+                libraries.push(path);
+            }
+        }
+    }
+    if libraries.is_empty() {
+        libraries.push("/proc/self/exe");
+    }
+    let mut files = Vec::new();
+    for library in libraries {
+        let bytes = std::fs::read(library).ok()?;
+        if let Some(path) = config_path(&bytes) {
+            // A missing file is no entry, as libfabric's fopen finds none.
+            files.push(std::fs::read(path).map_or_else(|_| Vec::new(), |b| parse_config(&b)));
+        }
+    }
+    let runtime = libfabric_sys::fabric::runtime_version();
+    // Configuration files came with 1.18.
+    let has_files =
+        !libfabric_sys::fabric::FI_VERSION_LT(runtime, libfabric_sys::fabric::FI_VERSION(1, 18));
+    if files.is_empty() && has_files {
+        return None;
+    }
+    Some(files)
+}
+
+/// `NAME=value` entries as `load_conf` reads them (`src/var.c` 275-318 in
+/// 2.1): `fgets` of at most 2047 bytes (a longer line goes on as lines of
+/// its own), each a C string (up to a NUL), the name up to the first `=`,
+/// the value after it without the line's `\n`; a line with no `=` is
+/// skipped. Bytes that are not UTF-8 are replaced, so that they match no
+/// name and no value the crate takes as safe.
+fn parse_config(bytes: &[u8]) -> ConfigFile {
+    const FGETS: usize = 2047;
+    let mut entries = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let window = &rest[..rest.len().min(FGETS)];
+        let take = window
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(window.len(), |i| i + 1);
+        let line = &rest[..take];
+        rest = &rest[take..];
+        let line = &line[..line.iter().position(|&b| b == 0).unwrap_or(line.len())];
+        let Some(eq) = line.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let value = &line[eq + 1..];
+        let value = value.strip_suffix(b"\n").unwrap_or(value);
+        entries.push((
+            String::from_utf8_lossy(&line[..eq]).into_owned(),
+            String::from_utf8_lossy(value).into_owned(),
+        ));
+    }
+    entries
 }
 
 /// The first value `file` gives `name` (`find_conf_entry` takes the first).
-fn config_value(file: &[(String, String)], name: &str) -> Option<String> {
+fn config_value<'f>(file: &'f ConfigFile, name: &str) -> Option<&'f str> {
     file.iter()
         .find(|(n, _)| n == name)
-        .map(|(_, value)| value.clone())
+        .map(|(_, value)| value.as_str())
 }
 
-/// Where the loaded libfabric reads its configuration file: the path built
+/// Where a libfabric library reads its configuration file: the path built
 /// into it (`DEFAULT_CONF_FILE_PATH`, `SYSCONFDIR "/libfabric.conf"`, or
-/// `"libfabric.conf"` in the working directory without one), found in the
-/// library file mapped into this process.
-fn config_path() -> Option<std::path::PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let library = maps
-        .lines()
-        .filter_map(|line| line.split_whitespace().nth(5))
-        .find(|path| {
-            let file = path.rsplit('/').next().unwrap_or("");
-            file.starts_with("libfabric.so")
-        })?;
-    let bytes = std::fs::read(library).ok()?;
+/// `"libfabric.conf"` in the working directory without one), a C string
+/// of the library file.
+fn config_path(library: &[u8]) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
     const NAME: &[u8] = b"libfabric.conf\0";
-    let end = bytes.windows(NAME.len()).position(|w| w == NAME)? + NAME.len() - 1;
-    let start = bytes[..end]
+    let end = library.windows(NAME.len()).position(|w| w == NAME)? + NAME.len() - 1;
+    let start = library[..end]
         .iter()
         .rposition(|&b| b == 0)
         .map_or(0, |at| at + 1);
-    let path = std::str::from_utf8(&bytes[start..end]).ok()?;
-    (path == "libfabric.conf" || path.ends_with("/libfabric.conf")).then(|| path.into())
+    let path = &library[start..end];
+    (path == b"libfabric.conf" || (path.starts_with(b"/") && path.ends_with(b"/libfabric.conf")))
+        .then(|| std::ffi::OsStr::from_bytes(path).into())
 }
 
 #[cfg(test)]
@@ -141,43 +218,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_setting_holds_only_if_it_holds_for_every_value_libfabric_may_read() {
-        let is_zero = |v: Option<&str>| v == Some("0");
-        // No note taken in this unit test binary unless a test called
-        // getinfo: the variable alone decides then.
-        if AT_START.get().is_none() {
-            assert_eq!(
-                always(StartupVar::MrCacheMaxCount, is_zero),
-                std::env::var("FI_MR_CACHE_MAX_COUNT").as_deref() == Ok("0")
-            );
-        }
-        let file = vec![
-            ("FI_A".to_string(), "1".to_string()),
-            ("FI_A".to_string(), "2".to_string()),
-            ("FI_B".to_string(), "x=y".to_string()),
-        ];
-        assert_eq!(config_value(&file, "FI_A").as_deref(), Some("1"));
-        assert_eq!(config_value(&file, "FI_B").as_deref(), Some("x=y"));
-        assert_eq!(config_value(&file, "FI_C"), None);
+    fn configuration_files_are_read_as_libfabric_reads_them() {
+        let mut file = b"# a comment\nFI_A=1\nFI_A=2\r\nFI_B=x=y\nFI_C=off\r\n".to_vec();
+        // A line of over 2047 bytes goes on as a line of its own.
+        file.extend(std::iter::repeat_n(b'#', 2047));
+        file.extend(b"FI_D=on\n");
+        // A C string: what follows a NUL is not read.
+        file.extend(b"FI_E\0=1\nFI_F=0\0junk\n");
+        let file = parse_config(&file);
+        assert_eq!(config_value(&file, "FI_A"), Some("1"));
+        assert_eq!(config_value(&file, "FI_B"), Some("x=y"));
+        // libfabric strips the newline only: "off\r" is no "off".
+        assert_eq!(config_value(&file, "FI_C"), Some("off\r"));
+        assert_eq!(config_value(&file, "FI_D"), Some("on"));
+        assert_eq!(config_value(&file, "FI_E"), None);
+        assert_eq!(config_value(&file, "FI_F"), Some("0"));
+        assert_eq!(config_value(&file, "# a comment"), None);
     }
 
     #[test]
-    fn the_loaded_librarys_configuration_path_is_found_where_it_has_one() {
+    fn the_path_built_into_a_library_is_found() {
+        let lib = b"\0junk\0(libfabric.conf) and more\0/opt/lf/etc/libfabric.conf\0tail".to_vec();
+        assert_eq!(
+            config_path(&lib),
+            Some(std::path::PathBuf::from("/opt/lf/etc/libfabric.conf"))
+        );
+        assert_eq!(
+            config_path(b"\0libfabric.conf\0"),
+            Some("libfabric.conf".into())
+        );
+        assert_eq!(config_path(b"\0no path here\0"), None);
+        assert_eq!(config_path(b"\0etc/libfabric.conf\0"), None);
+    }
+
+    #[test]
+    fn the_loaded_librarys_configuration_is_known() {
         // Load libfabric (this test binary links it; a call maps it).
         let _ = crate::info::getinfo(&crate::info::Hints::new().provider("tcp"));
-        let path = config_path();
         let runtime = libfabric_sys::fabric::runtime_version();
         let (major, minor) = (
             libfabric_sys::fabric::FI_MAJOR(runtime),
             libfabric_sys::fabric::FI_MINOR(runtime),
         );
-        println!("libfabric {major}.{minor}: configuration file {path:?}");
-        // 1.17 reads none; 1.22 and later one at the path built in.
-        if (major, minor) <= (1, 17) {
-            assert_eq!(path, None);
-        } else if (major, minor) >= (1, 22) {
-            let path = path.expect("the configuration file's path in libfabric");
-            assert!(path.ends_with("libfabric.conf"), "{path:?}");
-        }
+        let files = config_files();
+        println!("libfabric {major}.{minor}: configuration files {files:?}");
+        let files = files.expect("the loaded libfabric's configuration");
+        // 1.17 reads none; later ones one, at the path built in.
+        assert_eq!(files.is_empty(), (major, minor) <= (1, 17), "{files:?}");
     }
 }
