@@ -16,13 +16,16 @@
 //! variable then and now, and the file's (either may win, as
 //! `FI_PREFER_SYSCONFIG` decides).
 //!
-//! When the configuration cannot be told (a libfabric from 1.18 on whose
-//! file's path is not found in it, or a library file replaced while
-//! mapped), no setting counts.
+//! When the configuration cannot be told (a libfabric from 1.18 on in
+//! which no one path is found, or linked statically; a library file
+//! replaced while mapped; a file that could not be read), no setting
+//! counts.
 //!
 //! Not seen: a library that started libfabric through C before the
-//! crate's first call, and a thread that changes a variable between the
-//! note and libfabric's start.
+//! crate's first call; a thread that changes a variable, or a process
+//! that changes the configuration file, between the note and libfabric's
+//! start (both are read just before the crate's first `fi_getinfo`, which
+//! starts libfabric).
 
 use std::sync::OnceLock;
 
@@ -110,10 +113,11 @@ pub(crate) fn always(var: StartupVar, holds: impl Fn(Option<&str>) -> bool) -> b
 }
 
 /// The configuration files of the libfabric libraries mapped into this
-/// process (or of the executable, where none is: linked statically), each
-/// read as libfabric reads it; empty where they have none (1.17 and
-/// before); `None` when that cannot be told: a library from 1.18 on whose
-/// path is not found, or a library file that was replaced.
+/// process, each read as libfabric reads it; empty where they have none
+/// (1.17 and before); `None` when that cannot be told: a library from
+/// 1.18 on in which no one path is found, a libfabric linked statically
+/// (no library mapped) from 1.18 on, a library file replaced while
+/// mapped, or a file that could not be read.
 fn config_files() -> Option<Vec<ConfigFile>> {
     let maps = std::fs::read("/proc/self/maps").ok()?;
     let maps = String::from_utf8_lossy(&maps);
@@ -136,23 +140,32 @@ fn config_files() -> Option<Vec<ConfigFile>> {
             }
         }
     }
-    if libraries.is_empty() {
-        libraries.push("/proc/self/exe");
-    }
-    let mut files = Vec::new();
-    for library in libraries {
-        let bytes = std::fs::read(library).ok()?;
-        if let Some(path) = config_path(&bytes) {
-            // A missing file is no entry, as libfabric's fopen finds none.
-            files.push(std::fs::read(path).map_or_else(|_| Vec::new(), |b| parse_config(&b)));
-        }
-    }
     let runtime = libfabric_sys::fabric::runtime_version();
     // Configuration files came with 1.18.
     let has_files =
         !libfabric_sys::fabric::FI_VERSION_LT(runtime, libfabric_sys::fabric::FI_VERSION(1, 18));
-    if files.is_empty() && has_files {
+    if !has_files {
+        return Some(Vec::new());
+    }
+    if libraries.is_empty() {
         return None;
+    }
+    let mut files = Vec::new();
+    for library in libraries {
+        let path = config_path(&std::fs::read(library).ok()?)?;
+        files.push(match std::fs::read(path) {
+            Ok(bytes) => parse_config(&bytes),
+            // What makes libfabric's fopen fail: no entries.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                Vec::new()
+            }
+            Err(_) => return None,
+        });
     }
     Some(files)
 }
@@ -199,18 +212,32 @@ fn config_value<'f>(file: &'f ConfigFile, name: &str) -> Option<&'f str> {
 /// Where a libfabric library reads its configuration file: the path built
 /// into it (`DEFAULT_CONF_FILE_PATH`, `SYSCONFDIR "/libfabric.conf"`, or
 /// `"libfabric.conf"` in the working directory without one), a C string
-/// of the library file.
+/// of the library file. `None` unless exactly one such path is in it.
 fn config_path(library: &[u8]) -> Option<std::path::PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     const NAME: &[u8] = b"libfabric.conf\0";
-    let end = library.windows(NAME.len()).position(|w| w == NAME)? + NAME.len() - 1;
-    let start = library[..end]
-        .iter()
-        .rposition(|&b| b == 0)
-        .map_or(0, |at| at + 1);
-    let path = &library[start..end];
-    (path == b"libfabric.conf" || (path.starts_with(b"/") && path.ends_with(b"/libfabric.conf")))
-        .then(|| std::ffi::OsStr::from_bytes(path).into())
+    let mut found: Option<&[u8]> = None;
+    for at in library
+        .windows(NAME.len())
+        .enumerate()
+        .filter(|(_, w)| *w == NAME)
+        .map(|(at, _)| at)
+    {
+        let end = at + NAME.len() - 1;
+        let start = library[..end]
+            .iter()
+            .rposition(|&b| b == 0)
+            .map_or(0, |zero| zero + 1);
+        let path = &library[start..end];
+        let a_path = path == b"libfabric.conf"
+            || (path.starts_with(b"/") && path.ends_with(b"/libfabric.conf"));
+        match found {
+            _ if !a_path => {}
+            Some(other) if other != path => return None,
+            _ => found = Some(path),
+        }
+    }
+    found.map(|path| std::ffi::OsStr::from_bytes(path).into())
 }
 
 #[cfg(test)]
@@ -249,6 +276,15 @@ mod tests {
         );
         assert_eq!(config_path(b"\0no path here\0"), None);
         assert_eq!(config_path(b"\0etc/libfabric.conf\0"), None);
+        // The same path twice is one; two paths are none (not told apart).
+        assert_eq!(
+            config_path(b"\0/a/libfabric.conf\0/a/libfabric.conf\0"),
+            Some("/a/libfabric.conf".into())
+        );
+        assert_eq!(
+            config_path(b"\0/a/libfabric.conf\0/b/libfabric.conf\0"),
+            None
+        );
     }
 
     #[test]
