@@ -137,15 +137,6 @@ fn check_region_file(name: &[u8], ours: bool) -> Result<()> {
         .position(|&b| b != b'/')
         .map_or(&[][..], |at| &name[at..]);
     let path = std::path::Path::new("/dev/shm").join(std::ffi::OsStr::from_bytes(file));
-    let refuse = |why: &str| {
-        Err(Error::InvalidArgument(
-            format!(
-                "fi_av_insert: the shm address {:?} {why}",
-                String::from_utf8_lossy(name)
-            )
-            .into(),
-        ))
-    };
     let meta = match std::fs::symlink_metadata(&path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -163,10 +154,15 @@ fn check_region_file(name: &[u8], ours: bool) -> Result<()> {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     if !meta.file_type().is_file() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
-        return refuse(
-            "names a region file that is not a regular file of this process's user writable \
-             by that user alone: shm would map it and trust what it reads there",
-        );
+        return Err(Error::InvalidArgument(
+            format!(
+                "fi_av_insert: the shm address {:?} names a region file that is not a regular \
+                 file of this process's user writable by that user alone: shm would map it and \
+                 trust what it reads there",
+                String::from_utf8_lossy(name)
+            )
+            .into(),
+        ));
     }
     Ok(())
 }
@@ -210,10 +206,7 @@ impl Registry {
     /// application: an insert of it before the endpoint made its region
     /// file (when enabled) is taken, the file checked if it exists.
     pub(crate) fn handed_out(&mut self, name: &[u8]) {
-        let name = normalize(name);
-        if !self.own.contains(&name) {
-            self.own.insert(name);
-        }
+        self.own.insert(normalize(name));
     }
 
     /// `name` was inserted into vector `av` at `addr`.

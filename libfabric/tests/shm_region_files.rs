@@ -9,22 +9,27 @@ mod common;
 use common::provider;
 use libfabric::conn::ConnConfig;
 use libfabric::cq::Data;
+use libfabric::info::InfoList;
 use libfabric::info::{Caps, EpType};
 use libfabric::{getinfo, Error, Fabric, Hints, Rdm};
 use std::os::unix::fs::PermissionsExt;
+
+fn shm_info() -> InfoList {
+    getinfo(
+        &Hints::new()
+            .provider("shm")
+            .ep_type(EpType::Rdm)
+            .caps(Caps::MSG),
+    )
+    .expect("shm's fi_info")
+}
 
 fn shm_rdm() -> Option<Rdm<Data>> {
     if provider() != "shm" {
         println!("SKIP: shm region files are checked with the suite's provider set to shm");
         return None;
     }
-    let list = getinfo(
-        &Hints::new()
-            .provider("shm")
-            .ep_type(EpType::Rdm)
-            .caps(Caps::MSG),
-    )
-    .expect("shm's fi_info");
+    let list = shm_info();
     let info = list.first().expect("an fi_info");
     let fabric = Fabric::open(info).unwrap();
     Some(Rdm::<Data>::open_on(&fabric, info, 4, &ConnConfig::new()).unwrap())
@@ -37,13 +42,17 @@ struct Crafted(String);
 
 impl Crafted {
     fn new(tag: &str, mode: u32) -> Crafted {
-        let name = format!("libfabric_test_{tag}_{}", std::process::id());
+        Crafted::at(format!("libfabric_test_{tag}_{}", std::process::id()), mode)
+    }
+
+    /// The file of `name`, with permissions `mode`.
+    fn at(name: String, mode: u32) -> Crafted {
+        let crafted = Crafted(name);
         let mut header = vec![0u8; 4096];
         header[4..8].copy_from_slice(&1i32.to_ne_bytes());
-        let path = format!("/dev/shm/{name}");
-        std::fs::write(&path, &header).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        Crafted(name)
+        std::fs::write(crafted.path(), &header).unwrap();
+        std::fs::set_permissions(crafted.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        crafted
     }
 
     fn path(&self) -> String {
@@ -121,13 +130,7 @@ fn a_symlink_or_a_missing_region_file_is_refused() {
 #[test]
 fn a_file_made_under_the_name_of_an_endpoint_of_this_process_is_checked() {
     let Some(rdm) = shm_rdm() else { return };
-    let list = getinfo(
-        &Hints::new()
-            .provider("shm")
-            .ep_type(EpType::Rdm)
-            .caps(Caps::MSG),
-    )
-    .expect("shm's fi_info");
+    let list = shm_info();
     let domain = libfabric::Domain::open(rdm.fabric(), list.first().unwrap()).unwrap();
     let ep = libfabric::Endpoint::open(&domain, list.first().unwrap()).unwrap();
     let name = ep.name().unwrap();
@@ -137,9 +140,7 @@ fn a_file_made_under_the_name_of_an_endpoint_of_this_process_is_checked() {
     // Not enabled: no file yet, and the name is taken.
     rdm.insert(&name)
         .expect("the name of an endpoint of this process");
-    let crafted = Crafted(file);
-    std::fs::write(crafted.path(), vec![0u8; 4096]).unwrap();
-    std::fs::set_permissions(crafted.path(), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let _crafted = Crafted::at(file, 0o666);
     assert_refused(
         &rdm,
         &name,
