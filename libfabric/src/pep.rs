@@ -11,6 +11,15 @@
 //! endpoint bound to an event queue is closed only when that queue closes:
 //! the queue keeps it, and dropping the last [`PassiveEndpoint`] handle
 //! only gives it up.
+//!
+//! Until then it goes on listening. Its port stays bound: a new passive
+//! endpoint on it is refused (tcp's `fi_passive_ep` fails with
+//! `EADDRINUSE`, sockets' `fi_listen` with `EINVAL`). The requests it
+//! accepts still arrive on the queue (one dropped unanswered is rejected),
+//! and its socket, memory and (sockets) threads stay in use. So a program
+//! whose listeners come and go gives each its own queue, as
+//! [`Listener`](crate::conn::Listener) does: listeners that share one
+//! queue accumulate in it until it closes.
 
 use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
 use crate::error::{check, Error, Handback, ObjectKind, Result};
@@ -103,7 +112,9 @@ impl PassiveEndpoint {
     }
 
     /// `fi_pep_bind` to the event queue that receives its connection
-    /// requests. Once: a second queue is refused.
+    /// requests. Once: a second queue is refused. The passive endpoint is
+    /// closed when that queue closes, not before (see the module docs): a
+    /// queue shared by listeners that come and go keeps each of them open.
     ///
     /// # Errors
     /// [`Error::ForeignObject`] for a queue of another fabric,
@@ -210,8 +221,8 @@ impl PassiveEndpoint {
     }
 
     /// Closes it: now when no event queue is bound, else together with
-    /// that queue (see the module docs), which this handle then no longer
-    /// keeps open.
+    /// that queue (see the module docs): `Ok` then means that this handle
+    /// no longer keeps it, and it listens until the queue closes.
     ///
     /// # Errors
     /// [`Error::InUse`] while other handles, or objects holding it, exist;

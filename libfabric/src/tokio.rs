@@ -7,6 +7,13 @@
 //! event that arrives at any point produces a new wake-up: nothing spins and
 //! no wake-up is lost.
 //!
+//! Except where the provider's fd says readable with nothing to read:
+//! libfabric 1.17's tcp keeps a message that arrived before any receive was
+//! posted in its socket, and its completion queue's fd stays readable until
+//! a receive takes it, so a completion queue future polls again and again
+//! meanwhile (see [`Waiter`](crate::wait::Waiter)). Keep receives posted
+//! ahead of the peer's sends there.
+//!
 //! ```
 //! use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Event, EventBuf, EqRead}, tokio::AsyncEventQueue, wait::WaitObj, EventQueue, Fabric};
 //! # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -628,6 +635,11 @@ impl<F: Format> std::fmt::Debug for AsyncCompletionQueue<F> {
 /// ```
 pub struct AsyncCounter {
     counter: Counter,
+    /// The runtime it was created in, whose blocking pool runs the waits:
+    /// as the queues' fds stay registered with the reactor they were
+    /// created under, a wait polled elsewhere (another executor, or after
+    /// that runtime shut down) still has a pool to ask, or an error.
+    runtime: tokio::runtime::Handle,
 }
 
 impl AsyncCounter {
@@ -638,11 +650,11 @@ impl AsyncCounter {
     /// [`Error::WrongWaitMode`] for a counter that cannot block
     /// (`FI_WAIT_NONE`, `FI_WAIT_SET`: shm's counters).
     pub fn new(counter: Counter) -> Result<Self> {
-        if tokio::runtime::Handle::try_current().is_err() {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Err(Error::InvalidArgument(
                 "async counters must be created inside a tokio runtime".into(),
             ));
-        }
+        };
         let actual = counter.inner.wait_obj;
         if !actual.can_sread() {
             return Err(Error::WrongWaitMode {
@@ -651,7 +663,7 @@ impl AsyncCounter {
                 actual,
             });
         }
-        Ok(AsyncCounter { counter })
+        Ok(AsyncCounter { counter, runtime })
     }
 
     /// The counter.
@@ -679,7 +691,8 @@ impl AsyncCounter {
     /// [`Error::CounterError`] when the error count changed since the call
     /// began; the errors of [`Counter::read`] and [`Counter::wait`];
     /// [`Error::State`] when the blocking pool's task could not run (the
-    /// runtime shut down).
+    /// runtime it was created in shut down). The waits run on that
+    /// runtime's blocking pool, so the future may be polled anywhere.
     pub async fn wait_for(&self, threshold: u64) -> Result<u64> {
         const SLICE: std::time::Duration = std::time::Duration::from_millis(100);
         let errors = self.counter.read_err()?;
@@ -698,7 +711,9 @@ impl AsyncCounter {
                 });
             }
             let counter = self.counter.clone();
-            let waited = tokio::task::spawn_blocking(move || counter.wait(threshold, Some(SLICE)))
+            let waited = self
+                .runtime
+                .spawn_blocking(move || counter.wait(threshold, Some(SLICE)))
                 .await
                 .map_err(|_| Error::State {
                     call: "AsyncCounter::wait_for",

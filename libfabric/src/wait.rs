@@ -857,6 +857,16 @@ pub enum Wake {
 ///
 /// Use: `loop { waiter.wait(t)?; drain every queue until empty }`.
 ///
+/// One provider's wait fd is readable with nothing to read: libfabric
+/// 1.17's tcp leaves a message that arrived before any receive was posted
+/// in its socket (`tcpx_op_msg`, `prov/tcp/src/tcpx_progress.c` 439-441),
+/// and the completion queue's wait fd (an epoll set of the
+/// endpoints' sockets, level-triggered) stays readable until a receive
+/// takes it. Every wait then returns [`Wake::Ready`] at once, as that
+/// provider's own `fi_cq_sread` returns at once (the same loop in C spins
+/// alike). Keep receives posted ahead of the peer's sends there; 1.18 and
+/// later (measured on 1.22 and 2.1) wait as they should.
+///
 /// ```
 /// use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, EventBuf}, wait::{WaitObj, Waiter, Wake}, EventQueue, Fabric};
 /// use std::time::Duration;

@@ -933,6 +933,70 @@ fn ten_thousand_adds_awaited_by_a_tokio_task_none_lost() {
     });
 }
 
+/// Polls `fut` to its end on this thread, outside any tokio runtime (an
+/// executor of another kind), parking between wake-ups.
+fn block_on_outside_tokio<F: std::future::Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    assert!(tokio::runtime::Handle::try_current().is_err());
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        assert!(Instant::now() < end, "the future did not end within 30 s");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_async_counter_wait_polled_outside_its_runtime_waits_or_errs() {
+    if !has_counters() {
+        return;
+    }
+    use libfabric::tokio::AsyncCounter;
+    let (_f, domain, _) = fabric_domain();
+    let c = counter(&domain);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ac = match rt.block_on(async { AsyncCounter::new(c.clone()) }) {
+        Ok(ac) => ac,
+        Err(Error::WrongWaitMode { .. }) if !blocks(&c) => {
+            return skip("its counters have no wait object");
+        }
+        Err(e) => panic!("AsyncCounter::new: {e}"),
+    };
+    // Its runtime alive but not running this future: the wait runs on
+    // that runtime's blocking pool (it panicked, outside a runtime).
+    let adder = c.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        adder.add(2).unwrap();
+    });
+    assert!(block_on_outside_tokio(ac.wait_for(2)).unwrap() >= 2);
+    t.join().unwrap();
+    // Its runtime gone: a typed error, no panic.
+    drop(rt);
+    match block_on_outside_tokio(ac.wait_for(3)) {
+        Err(Error::State {
+            call: "AsyncCounter::wait_for",
+            ..
+        }) => {}
+        other => panic!("a wait after its runtime shut down: {other:?}"),
+    }
+    // The count is read before any wait: a reached threshold needs none.
+    assert_eq!(block_on_outside_tokio(ac.wait_for(1)).unwrap(), 2);
+}
+
 #[test]
 fn counter_reads_while_endpoints_bound_to_it_are_enabled_and_closed() {
     if !has_counters() {
