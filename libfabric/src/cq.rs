@@ -854,33 +854,34 @@ impl CqInner {
     }
 }
 
-/// A read call's result, as `CqInner::counted_read` counted it: a batch
-/// of completions with the epoch it entered, or any other return (which
-/// entered none). Apart, so that no epoch is made up for the empty read a
-/// polling loop sees most.
+/// A read call's result, as `CqInner::counted_read` counted it: the
+/// call's return and, for a batch of completions (a positive return), the
+/// epoch the batch entered (0 otherwise: no epoch is made up for the empty
+/// read a polling loop sees most). Two words, so that it is returned in
+/// registers from the out-of-line count of a batch.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum CountedRead {
-    /// This many completions (at least one), of this epoch.
-    Batch(usize, u64),
-    /// The call's return, zero or a negated errno.
-    Other(isize),
+pub(crate) struct CountedRead {
+    ret: isize,
+    epoch: u64,
 }
 
 impl CountedRead {
+    /// A return that entered no epoch: zero or a negated errno.
+    #[inline(always)]
+    pub(crate) fn other(ret: isize) -> Self {
+        CountedRead { ret, epoch: 0 }
+    }
+
     /// The call's return code.
     #[inline(always)]
     pub(crate) fn ret(self) -> isize {
-        self.parts().0
+        self.ret
     }
 
     /// The call's return code and the batch's epoch (0 for no batch).
     #[inline(always)]
     pub(crate) fn parts(self) -> (isize, u64) {
-        match self {
-            // At most F::MAX_BATCH, which an isize holds.
-            CountedRead::Batch(n, epoch) => (n as isize, epoch),
-            CountedRead::Other(ret) => (ret, 0),
-        }
+        (self.ret, self.epoch)
     }
 }
 
@@ -919,16 +920,29 @@ impl CqInner {
     }
 
     /// The read's batch counted (see `counted_read`), then the progress
-    /// guard released.
+    /// guard released. The empty read, what a polling loop sees most, is
+    /// told first and inline; every other return out of line, so that a
+    /// loop around the read keeps only what the empty read needs in its
+    /// registers.
     #[inline(always)]
     fn count(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
+        if is_again(ret) {
+            drop(progress);
+            return CountedRead::other(ret);
+        }
+        self.count_returned(ret, progress)
+    }
+
+    /// `count` of any return but the empty read's.
+    #[inline(never)]
+    fn count_returned(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
         if ret > 0 {
             let epoch = self.epochs.enter();
             drop(progress);
-            return CountedRead::Batch(ret as usize, epoch);
+            return CountedRead { ret, epoch };
         }
         drop(progress);
-        CountedRead::Other(ret)
+        CountedRead::other(ret)
     }
 
     /// Before a read whose progress lock noted something: refuses the
@@ -1139,12 +1153,22 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     #[doc(alias = "fi_cq_read")]
     #[inline(always)]
     pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<CqRead<'b, F::Entry>> {
-        let read = match self.read_raw(buf)? {
+        match self.read_raw(buf)? {
             // The empty queue first: what a polling loop sees most.
-            CountedRead::Other(ret) if is_again(ret) => return Ok(CqRead::Empty),
-            read => read.parts(),
-        };
-        self.finish(decode(read, &self.inner.epochs, buf, "fi_cq_read")?)
+            read if is_again(read.ret()) => Ok(CqRead::Empty),
+            read => self.decode_read(read, buf),
+        }
+    }
+
+    /// `read`'s result when the queue was not found empty, out of line (see
+    /// `CqInner::count`).
+    #[inline(never)]
+    fn decode_read<'b>(
+        &'b self,
+        read: CountedRead,
+        buf: &'b mut [F::Entry],
+    ) -> Result<CqRead<'b, F::Entry>> {
+        self.finish(decode(read.parts(), &self.inner.epochs, buf, "fi_cq_read")?)
     }
 
     /// The next completion, its buffer taken back from `pool`: blocks in
@@ -1187,7 +1211,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> Result<CountedRead> {
         let count = buf.len().min(F::MAX_BATCH);
         if count == 0 {
-            return Ok(CountedRead::Other(Errno::AGAIN.to_ret()));
+            return Ok(CountedRead::other(Errno::AGAIN.to_ret()));
         }
         let mut read = |inner: &CqInner| {
             // SAFETY: fi_cq_read(3) writes at most count entries of the

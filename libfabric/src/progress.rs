@@ -7,8 +7,9 @@
 //! `CqInner`'s and `CntrInner`'s docs for what the providers read there).
 //! It is a reader-writer lock in one word, so that the shared side costs
 //! one atomic increment before the call and one decrement after, and so
-//! that the same word tells a reader whether anything else needs its
-//! attention before it calls the provider:
+//! that the increment's own sign flag tells a reader whether anything
+//! else needs its attention before it calls the provider:
+//! - a writer in, or waiting for the readers in it to leave;
 //! - how many endpoints bound to the queue failed to enable and are still
 //!   open (the provider runs them in the queue's progress, which is then
 //!   refused: [`ProgressLock::set_broken`]);
@@ -16,6 +17,16 @@
 //!   on an empty read, see the `epochs` module);
 //! - for waits only, that waiting on the queue became unsafe for good
 //!   ([`ProgressLock::set_poisoned`]), which reads do not look at.
+//!
+//! The word's top bit is set exactly while one of these is: every change
+//! of them recomputes it in the same atomic operation. So a reader enters
+//! with `lock add` and one jump on the sign of its result, and leaves with
+//! `lock sub` and nothing else: a writer does not sleep until the last
+//! reader wakes it, it waits for the readers to leave by looking at the
+//! count, backing off (a spin, then yields, then sleeps of up to a
+//! millisecond). Writers are endpoints' enables and closes, rare beside
+//! the reads, and the readers they wait for are reads (microseconds) and
+//! blocking waits, which the crate cuts into slices of at most 100 ms.
 //!
 //! An event queue holds one more, with nothing noted: its reads into small
 //! buffers hold it shared, and a raise of its connection data size takes
@@ -30,35 +41,57 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
-/// The lock word. Readers count in the high half, so that the low half's
-/// flags are tested with 32-bit immediates.
-const READER: u64 = 1 << 32;
+/// The lock word. Readers count in its low half, so that entering and
+/// leaving add and subtract an immediate.
+const READER: u64 = 1;
 /// A writer holds the lock, or waits for the readers in it to leave.
-const WRITER: u64 = 1;
-/// The writer sleeps until the last reader leaves.
-const WRITER_PARKED: u64 = 1 << 1;
+const WRITER: u64 = 1 << 32;
 /// Readers sleep until the writer leaves (possibly stale: a reader that
 /// found the writer gone after setting it leaves it set).
-const READERS_PARKED: u64 = 1 << 2;
+const READERS_PARKED: u64 = 1 << 33;
 /// Set by the owner (see [`ProgressLock::set_notice`]).
-const NOTICE: u64 = 1 << 3;
-/// Endpoints that failed to enable, still open, counted in bits 8..32. The
-/// count saturates: once at its maximum it stays there, refusing progress
-/// for good rather than ever under-counting.
-const BROKEN_ONE: u64 = 1 << 8;
-const BROKEN: u64 = 0xffff_ff00;
-/// What a reader looks at before its call.
-const NOTED: u64 = NOTICE | BROKEN;
+const NOTICE: u64 = 1 << 34;
 /// Waiting on the queue became unsafe, for good (see
 /// [`ProgressLock::set_poisoned`]). Only waits look at it
 /// ([`ProgressLock::read_for_wait`]): reads still work.
-const POISONED: u64 = 1 << 4;
+const POISONED: u64 = 1 << 35;
+/// Endpoints that failed to enable, still open, counted in bits 40..63.
+/// The count saturates: once at its maximum it stays there, refusing
+/// progress for good rather than ever under-counting.
+const BROKEN_ONE: u64 = 1 << 40;
+const BROKEN: u64 = 0x7fff_ff00_0000_0000;
+/// What a reader looks at before its call.
+const NOTED: u64 = NOTICE | BROKEN;
+/// The sign bit: set exactly while any of these is.
+const ATTENTION: u64 = 1 << 63;
+const NEEDS_ATTENTION: u64 = WRITER | NOTED | POISONED;
+
+const _: () = assert!(readers(NEEDS_ATTENTION | READERS_PARKED | ATTENTION) == 0);
+const _: () = assert!(BROKEN & (ATTENTION | WRITER | READERS_PARKED | NOTICE | POISONED) == 0);
 
 /// The readers counted in a lock word.
 #[inline(always)]
 const fn readers(word: u64) -> u64 {
-    word >> 32
+    word & 0xffff_ffff
+}
+
+/// `word` with its top bit recomputed from the bits it summarizes.
+#[inline(always)]
+const fn with_attention(word: u64) -> u64 {
+    if word & NEEDS_ATTENTION != 0 {
+        word | ATTENTION
+    } else {
+        word & !ATTENTION
+    }
+}
+
+/// Whether a word (the result of a reader's increment, or one loaded)
+/// needs a look beyond the fast path: its sign.
+#[inline(always)]
+const fn needs_attention(word: u64) -> bool {
+    (word as i64) < 0
 }
 
 /// A queue's or counter's progress lock (see the module docs). Public in a
@@ -69,26 +102,23 @@ pub struct ProgressLock {
     state: AtomicU64,
     /// Writers, one at a time.
     writers: Mutex<()>,
-    /// Where a writer sleeps until readers leave, and readers until the
-    /// writer leaves.
+    /// Where readers sleep until the writer leaves.
     parked: Mutex<()>,
     wake: Condvar,
 }
 
 /// What a reader found in the lock word when it entered, beyond the lock:
-/// the flags, which are all in the word's low half (the readers are in the
-/// high half). Kept as 32 bits, the reader's test is one `and` with its
-/// mask, which a 64-bit mask of these bits needs loaded first.
+/// the flags it looks at, shifted down from the word's high half. The fast
+/// path never makes one but the clear one: the increment's sign said there
+/// was nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Noted(u32);
-
-const _: () = assert!(readers(NOTED | POISONED) == 0);
 
 impl Noted {
     /// The flags of `word` that `looks` selects.
     #[inline(always)]
     const fn of(word: u64, looks: u64) -> Noted {
-        Noted((word & looks) as u32)
+        Noted(((word & looks) >> 32) as u32)
     }
 
     /// Nothing: the usual case.
@@ -101,20 +131,20 @@ impl Noted {
     /// the provider's progress must not run.
     #[inline(always)]
     pub(crate) fn refused(self) -> bool {
-        self.0 & BROKEN as u32 != 0
+        self.0 & (BROKEN >> 32) as u32 != 0
     }
 
     /// The owner's notice was set.
     #[inline(always)]
     pub(crate) fn notice(self) -> bool {
-        self.0 & NOTICE as u32 != 0
+        self.0 & (NOTICE >> 32) as u32 != 0
     }
 
     /// Waiting on the queue became unsafe (only seen by
     /// [`ProgressLock::read_for_wait`]).
     #[inline(always)]
     pub(crate) fn poisoned(self) -> bool {
-        self.0 & POISONED as u32 != 0
+        self.0 & (POISONED >> 32) as u32 != 0
     }
 }
 
@@ -147,16 +177,16 @@ fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
 }
 
 impl ProgressLock {
-    /// Takes the lock shared: one atomic increment when no writer is in or
-    /// waiting.
+    /// Takes the lock shared: one atomic increment and one jump when
+    /// nothing needs attention.
     #[inline(always)]
     pub(crate) fn read(&self) -> ProgressRead<'_> {
         self.enter::<NOTED>()
     }
 
     /// Takes the lock shared for a wait, which also needs to know whether
-    /// the queue is poisoned ([`Noted::poisoned`]): tested with the rest,
-    /// in the same instruction.
+    /// the queue is poisoned ([`Noted::poisoned`]): the poison sets the
+    /// word's sign as the rest does.
     #[inline(always)]
     pub(crate) fn read_for_wait(&self) -> ProgressRead<'_> {
         self.enter::<{ NOTED | POISONED }>()
@@ -165,11 +195,16 @@ impl ProgressLock {
     /// Takes the lock shared, noting the flags of `LOOKS`.
     #[inline(always)]
     fn enter<const LOOKS: u64>(&self) -> ProgressRead<'_> {
-        let seen = self.state.fetch_add(READER, Ordering::Acquire);
-        let noted = if seen & (WRITER | LOOKS) == 0 {
-            Noted(0)
+        let entered = self.state.fetch_add(READER, Ordering::Acquire);
+        // The sign of the word before the increment (the same as after:
+        // the count never reaches the top bit), used for nothing else: x86
+        // takes it from the `lock add`'s own flags (the word before it was
+        // negative exactly when the word after is at most zero), with no
+        // register loaded and nothing tested.
+        let noted = if needs_attention(entered) {
+            self.read_contended(LOOKS)
         } else {
-            self.read_contended(seen, LOOKS)
+            Noted(0)
         };
         ProgressRead { lock: self, noted }
     }
@@ -189,15 +224,31 @@ impl ProgressLock {
     /// queue's handle again after it, on every read.)
     #[inline(always)]
     pub(crate) fn noted(&self) -> Noted {
-        Noted::of(self.state.load(Ordering::Relaxed), NOTED)
+        let word = self.state.load(Ordering::Relaxed);
+        if needs_attention(word) {
+            Noted::of(word, NOTED)
+        } else {
+            Noted(0)
+        }
     }
 
-    /// A reader found a writer (or something noted): waits until no writer
-    /// is in or waiting, holding the lock shared when it returns.
+    /// A reader whose increment found something needing attention: waits
+    /// until no writer is in or waiting, holding the lock shared when it
+    /// returns, and notes what `looks` selects of the word it then finds.
+    ///
+    /// The word is loaded again rather than taken from the increment (so
+    /// that the fast path's comparison is the increment's only use): it is
+    /// as good. Loaded after the increment, it shows any writer that came
+    /// before it, and a writer that comes after waits for this reader; the
+    /// poison changes only under the lock held exclusively.
     #[cold]
     #[inline(never)]
-    fn read_contended(&self, mut seen: u64, looks: u64) -> Noted {
-        while seen & WRITER != 0 {
+    fn read_contended(&self, looks: u64) -> Noted {
+        loop {
+            let now = self.state.load(Ordering::Acquire);
+            if now & WRITER == 0 {
+                return Noted::of(now, looks);
+            }
             // Back off, so that the writer waits for no reader that waits
             // for it.
             self.leave();
@@ -206,42 +257,24 @@ impl ProgressLock {
                 parked = relock(self.wake.wait(parked));
             }
             drop(parked);
-            seen = self.state.fetch_add(READER, Ordering::Acquire);
+            self.state.fetch_add(READER, Ordering::Acquire);
         }
-        Noted::of(seen, looks)
     }
 
-    /// A reader leaves; wakes the writer if it was the last one it waited
-    /// for.
+    /// A reader leaves: one atomic decrement, which the writer waiting for
+    /// the count to reach zero sees (see the module docs).
     #[inline(always)]
     fn leave(&self) {
-        let was = self.state.fetch_sub(READER, Ordering::Release);
-        if was & WRITER_PARKED != 0 {
-            self.last_reader_left(was);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn last_reader_left(&self, was: u64) {
-        if readers(was) == 1 {
-            let _parked = relock(self.parked.lock());
-            self.wake.notify_all();
-        }
+        self.state.fetch_sub(READER, Ordering::Release);
     }
 
     /// Takes the lock exclusively: waits for the writer before it, then for
-    /// the readers in the lock (readers that come meanwhile wait).
+    /// the readers in the lock (readers that come meanwhile back off).
     pub(crate) fn write(&self) -> ProgressWrite<'_> {
         let writers = relock(self.writers.lock());
-        let was = self.state.fetch_or(WRITER, Ordering::Acquire);
+        let was = self.state.fetch_or(WRITER | ATTENTION, Ordering::Acquire);
         if readers(was) != 0 {
-            let mut parked = relock(self.parked.lock());
-            // Set under `parked`: the last reader to leave after this
-            // wakes us, and cannot do so before we sleep.
-            while readers(self.state.fetch_or(WRITER_PARKED, Ordering::Acquire)) != 0 {
-                parked = relock(self.wake.wait(parked));
-            }
+            self.wait_for_readers();
         }
         ProgressWrite {
             lock: self,
@@ -249,32 +282,63 @@ impl ProgressLock {
         }
     }
 
+    /// Waits until the readers in the lock left, a writer being in: the
+    /// load that finds none synchronizes with the last one's decrement.
+    /// Spins first (a read takes microseconds), then yields, then sleeps
+    /// for doubling times of at most a millisecond (a blocking wait takes
+    /// up to its slice).
+    #[cold]
+    #[inline(never)]
+    fn wait_for_readers(&self) {
+        const SPINS: u32 = 64;
+        const YIELDS: u32 = 64;
+        let mut round = 0u32;
+        while readers(self.state.load(Ordering::Acquire)) != 0 {
+            if round < SPINS {
+                std::hint::spin_loop();
+            } else if round < SPINS + YIELDS {
+                std::thread::yield_now();
+            } else {
+                let doublings = (round - SPINS - YIELDS).min(10);
+                std::thread::sleep(Duration::from_micros(1 << doublings));
+            }
+            round = round.saturating_add(1);
+        }
+    }
+
+    /// Changes the flags of the word as `change` says, recomputing its
+    /// sign in the same atomic operation; returns the word before.
+    fn change_flags(&self, order: Ordering, change: impl Fn(u64) -> Option<u64>) -> u64 {
+        match self
+            .state
+            .fetch_update(order, Ordering::Relaxed, |s| change(s).map(with_attention))
+        {
+            Ok(was) | Err(was) => was,
+        }
+    }
+
     /// Sets or clears the owner's notice, which every reader sees from its
     /// next entry on. The owner serializes its calls.
     pub(crate) fn set_notice(&self, on: bool) {
-        if on {
-            self.state.fetch_or(NOTICE, Ordering::Release);
-        } else {
-            self.state.fetch_and(!NOTICE, Ordering::Release);
-        }
+        self.change_flags(Ordering::Release, |s| {
+            Some(if on { s | NOTICE } else { s & !NOTICE })
+        });
     }
 
     /// Counts an endpoint bound to the queue that failed to enable
     /// (`broken`), or one such that was closed; progress is refused while
     /// any is counted ([`Noted::refused`]).
     pub(crate) fn set_broken(&self, broken: bool) {
-        let _ = self
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                let count = s & BROKEN;
-                match (broken, count) {
-                    // Saturated: stays refused.
-                    (_, BROKEN) => None,
-                    (true, _) => Some(s + BROKEN_ONE),
-                    (false, 0) => None,
-                    (false, _) => Some(s - BROKEN_ONE),
-                }
-            });
+        self.change_flags(Ordering::AcqRel, |s| {
+            let count = s & BROKEN;
+            match (broken, count) {
+                // Saturated: stays refused.
+                (_, BROKEN) => None,
+                (true, _) => Some(s + BROKEN_ONE),
+                (false, 0) => None,
+                (false, _) => Some(s - BROKEN_ONE),
+            }
+        });
     }
 
     /// Whether progress is refused now ([`Noted::refused`]).
@@ -291,7 +355,7 @@ impl ProgressLock {
     /// exclusively; waits test it under the lock held shared
     /// ([`read_for_wait`](Self::read_for_wait), [`is_poisoned`](Self::is_poisoned)).
     pub(crate) fn set_poisoned(&self) {
-        self.state.fetch_or(POISONED, Ordering::Release);
+        self.state.fetch_or(POISONED | ATTENTION, Ordering::Release);
     }
 
     /// Whether waits on the queue are refused ([`set_poisoned`](Self::set_poisoned)),
@@ -310,10 +374,9 @@ impl Drop for ProgressRead<'_> {
 
 impl Drop for ProgressWrite<'_> {
     fn drop(&mut self) {
-        let was = self.lock.state.fetch_and(
-            !(WRITER | WRITER_PARKED | READERS_PARKED),
-            Ordering::Release,
-        );
+        let was = self
+            .lock
+            .change_flags(Ordering::Release, |s| Some(s & !(WRITER | READERS_PARKED)));
         if was & READERS_PARKED != 0 {
             let _parked = relock(self.lock.parked.lock());
             self.lock.wake.notify_all();
@@ -362,7 +425,7 @@ mod tests {
         assert!(lock.read().noted().is_clear());
         assert!(lock.noted().is_clear());
         // Saturated: never comes back down, never carries into the readers.
-        lock.state.fetch_or(BROKEN, Ordering::Relaxed);
+        lock.state.fetch_or(BROKEN | ATTENTION, Ordering::Relaxed);
         lock.set_broken(true);
         lock.set_broken(false);
         assert!(lock.is_refused());
