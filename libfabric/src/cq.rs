@@ -866,6 +866,13 @@ pub(crate) struct CountedRead {
 }
 
 impl CountedRead {
+    /// A read refused before its call (see `CqInner::read_behind_gate`):
+    /// a return no call makes, which [`decode`] turns into the refusal.
+    pub(crate) const REFUSED: CountedRead = CountedRead {
+        ret: isize::MIN,
+        epoch: 0,
+    };
+
     /// A return that entered no epoch: zero or a negated errno.
     #[inline(always)]
     pub(crate) fn other(ret: isize) -> Self {
@@ -917,6 +924,18 @@ impl CqInner {
         }
         let ret = read()?;
         Ok(self.count(ret, progress))
+    }
+
+    /// `CompletionQueue::read_raw` under a serialized model whose gate was
+    /// closed: `counted_read` without the lock, its refusal as
+    /// [`CountedRead::REFUSED`]. Out of line and returning in registers, so
+    /// that the open gate's path keeps the pointer it loaded for its call.
+    #[cold]
+    #[inline(never)]
+    fn read_behind_gate(&self, entries: *mut c_void, count: usize) -> CountedRead {
+        // The read call cannot fail: the only error is the refusal.
+        self.counted_read(false, || Ok(read_call(self.fid.as_ptr(), entries, count)))
+            .unwrap_or(CountedRead::REFUSED)
     }
 
     /// The read's batch counted (see `counted_read`), then the progress
@@ -1107,6 +1126,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             });
         }
         let fid = OwnedFid::opened("fi_cq_open", ret, raw)?;
+        let gate = fid.as_non_null().cast::<c_void>();
         let wait_obj = resolved_wait_obj("completion queue", wait_obj, raw_attr.wait_obj)?;
         let wait_obj = query_wait_obj(fid.fid(), wait_obj);
         let cq = CompletionQueue {
@@ -1119,7 +1139,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 signals: AtomicU64::new(0),
                 signals_reported: AtomicU64::new(0),
                 id,
-                progress: ProgressLock::default(),
+                progress: ProgressLock::with_gate(gate),
                 epochs: Arc::default(),
             }),
             _format: PhantomData,
@@ -1213,24 +1233,20 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         if count == 0 {
             return Ok(CountedRead::other(Errno::AGAIN.to_ret()));
         }
-        let mut read = |inner: &CqInner| {
-            // SAFETY: fi_cq_read(3) writes at most count entries of the
-            // CQ's format into buf, whose element type is that format's
-            // struct; no endpoint bound to the queue is being enabled or
-            // closed (counted_read holds the progress guard; or, under a
-            // serialized model, every handle of the domain is on this
-            // thread, where no enable or close is running).
-            Ok(unsafe { sys::fi_cq_read(inner.fid.as_ptr(), buf.as_mut_ptr().cast(), count) })
-        };
+        let entries = buf.as_mut_ptr().cast::<c_void>();
         if T::LOCKED {
             // The queue's address taken once: the call after the lock's
             // atomic uses it as it is (through `self`, it was loaded again).
             let inner: &CqInner = &self.inner;
-            inner.counted_read(true, || read(inner))
-        } else {
-            // Through `self`: here taking it once costs registers.
-            self.inner.counted_read(false, || read(&self.inner))
+            return inner.counted_read(true, || Ok(read_call(inner.fid.as_ptr(), entries, count)));
         }
+        // Under a serialized model the gate says that nothing is noted,
+        // and is the queue's fid then (ProgressLock::gate).
+        let gate = self.inner.lifecycle().gate().cast::<sys::fid_cq>();
+        if gate.is_null() {
+            return Ok(self.inner.read_behind_gate(entries, count));
+        }
+        Ok(self.inner.count(read_call(gate, entries, count), None))
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
@@ -1635,7 +1651,25 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
     if classify(ret) == Err(Errno::AVAIL) {
         return Ok(Decoded::ErrorPending);
     }
+    if ret == CountedRead::REFUSED.ret {
+        return Err(refused_progress(call));
+    }
     Err(Error::from_ret(call, ret))
+}
+
+/// One `fi_cq_read` of up to `count` entries into `entries`, on `fid`.
+///
+/// The caller passes the fid of an open queue, and `count` entries of the
+/// queue's format at `entries`; it holds the queue's progress lock, or
+/// reads under a serialized threading model (every handle of the domain
+/// on its thread, where no enable or close is running).
+#[inline(always)]
+fn read_call(fid: *mut sys::fid_cq, entries: *mut c_void, count: usize) -> isize {
+    // SAFETY: fi_cq_read(3) on an open queue writes at most count entries
+    // of its format into entries, which the caller gives room for; no
+    // endpoint bound to the queue is being enabled or closed meanwhile (the
+    // caller's progress lock or threading model, above).
+    unsafe { sys::fi_cq_read(fid, entries, count) }
 }
 
 impl<F: Format, T: ThreadModel> sealed::Sealed for CompletionQueue<F, T> {}

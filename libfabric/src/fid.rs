@@ -66,6 +66,12 @@ impl<T: RawFid> OwnedFid<T> {
         self.raw.as_ptr()
     }
 
+    /// The object, as the non-null pointer it is.
+    #[inline(always)]
+    pub(crate) fn as_non_null(&self) -> NonNull<T> {
+        self.raw
+    }
+
     /// Its `struct fid`.
     #[inline(always)]
     pub(crate) fn fid(&self) -> *mut sys::fid {

@@ -39,7 +39,9 @@
 //! callers take several locks once each, in address order
 //! (`wait::with_progress_guards`, `ep::write_all`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -105,7 +107,25 @@ pub struct ProgressLock {
     /// Where readers sleep until the writer leaves.
     parked: Mutex<()>,
     wake: Condvar,
+    /// The gate of a completion queue's reads under the serialized
+    /// threading models (see [`gate`](Self::gate)): `open`'s pointer while
+    /// no flag of `NOTED` is set in the word, null while one is; always
+    /// null on the other objects' locks.
+    gate: AtomicPtr<c_void>,
+    open: Option<GateOpen>,
+    /// Held while `gate` is brought in line with the word, so that the
+    /// last to do so saw every change before it.
+    gate_refresh: Mutex<()>,
 }
+
+/// What a lock's gate holds while open.
+struct GateOpen(NonNull<c_void>);
+
+// SAFETY: the gate hands the address back as it was given; it is never
+// dereferenced here.
+unsafe impl Send for GateOpen {}
+// SAFETY: as for Send: the address is only copied.
+unsafe impl Sync for GateOpen {}
 
 /// What a reader found in the lock word when it entered, beyond the lock:
 /// the flags it looks at, shifted down from the word's high half. The fast
@@ -177,6 +197,51 @@ fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
 }
 
 impl ProgressLock {
+    /// A lock whose gate is `open` while nothing is noted (see
+    /// [`gate`](Self::gate)).
+    pub(crate) fn with_gate(open: NonNull<c_void>) -> Self {
+        ProgressLock {
+            gate: AtomicPtr::new(open.as_ptr()),
+            open: Some(GateOpen(open)),
+            ..Self::default()
+        }
+    }
+
+    /// For the reads of the serialized threading models, which take no
+    /// lock: the gate's pointer (the completion queue's fid) while no flag
+    /// a reader looks at is set, null while one is (then
+    /// [`noted`](Self::noted) says which). One relaxed load, whose value
+    /// the read then calls with: the pointer it needs anyway also says
+    /// that nothing needs a look.
+    ///
+    /// The gate follows every change of those flags, made on any thread,
+    /// under its own mutex and from the word as it is after the change, so
+    /// that the last to move it saw every change before it. It may lag a
+    /// change made on another thread, as a relaxed load of the word may:
+    /// under those models the notice is the only one (a batch released
+    /// there: an empty read then settles marks a little later); the
+    /// failed-enable count changes on the reader's thread, before the
+    /// enable or close returns. Null on a lock without a gate.
+    #[inline(always)]
+    pub(crate) fn gate(&self) -> *mut c_void {
+        self.gate.load(Ordering::Relaxed)
+    }
+
+    /// Brings the gate in line with the word, after a change of `NOTED`.
+    fn refresh_gate(&self) {
+        let Some(open) = &self.open else {
+            return;
+        };
+        let _refresh = relock(self.gate_refresh.lock());
+        let word = self.state.load(Ordering::Acquire);
+        let now = if word & NOTED == 0 {
+            open.0.as_ptr()
+        } else {
+            std::ptr::null_mut()
+        };
+        self.gate.store(now, Ordering::Release);
+    }
+
     /// Takes the lock shared: one atomic increment and one jump when
     /// nothing needs attention.
     #[inline(always)]
@@ -323,6 +388,7 @@ impl ProgressLock {
         self.change_flags(Ordering::Release, |s| {
             Some(if on { s | NOTICE } else { s & !NOTICE })
         });
+        self.refresh_gate();
     }
 
     /// Counts an endpoint bound to the queue that failed to enable
@@ -339,6 +405,7 @@ impl ProgressLock {
                 (false, _) => Some(s - BROKEN_ONE),
             }
         });
+        self.refresh_gate();
     }
 
     /// Whether progress is refused now ([`Noted::refused`]).
@@ -430,6 +497,52 @@ mod tests {
         lock.set_broken(false);
         assert!(lock.is_refused());
         assert_eq!(readers(lock.state.load(Ordering::Relaxed)), 0);
+    }
+
+    #[test]
+    fn the_gate_is_open_exactly_while_nothing_is_noted() {
+        let mut target = 0u8;
+        let open = NonNull::from(&mut target).cast::<c_void>();
+        let lock = ProgressLock::with_gate(open);
+        assert_eq!(lock.gate(), open.as_ptr());
+        lock.set_notice(true);
+        assert!(lock.gate().is_null());
+        lock.set_broken(true);
+        lock.set_notice(false);
+        assert!(lock.gate().is_null(), "still refused");
+        lock.set_broken(false);
+        assert_eq!(lock.gate(), open.as_ptr());
+        // Writers and the poison are none of the serialized reads' business.
+        let w = lock.write();
+        lock.set_poisoned();
+        drop(w);
+        assert_eq!(lock.gate(), open.as_ptr());
+        // Saturated: refused for good, the gate shut for good.
+        lock.state.fetch_or(BROKEN | ATTENTION, Ordering::Relaxed);
+        lock.set_broken(true);
+        assert!(lock.gate().is_null());
+        lock.set_broken(false);
+        assert!(lock.gate().is_null());
+        // Changes from many threads at once leave it as the word says.
+        let lock = ProgressLock::with_gate(open);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let lock = &lock;
+                s.spawn(move || {
+                    for i in 0..2000 {
+                        if t % 2 == 0 {
+                            lock.set_notice(i % 2 == 0);
+                        } else {
+                            lock.set_broken(i % 2 == 0);
+                        }
+                    }
+                });
+            }
+        });
+        let noted = lock.state.load(Ordering::Relaxed) & NOTED != 0;
+        assert_eq!(lock.gate().is_null(), noted);
+        // A lock without a gate keeps it shut.
+        assert!(ProgressLock::default().gate().is_null());
     }
 
     #[test]

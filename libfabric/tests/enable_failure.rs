@@ -11,10 +11,11 @@ use libfabric::av::AvType;
 use libfabric::cq::{CqAttr, Msg, MsgEntry};
 use libfabric::ep::CqBind;
 use libfabric::info::EpType;
+use libfabric::info::{getinfo, Threading};
 use libfabric::wait::{WaitObj, Waitable};
 use libfabric::{
     AddressVector, CntrAttr, CntrBind, CompletionQueue, Counter, Domain, Endpoint, Error, Fabric,
-    Info,
+    Info, ThreadDomain, ThreadModel,
 };
 
 #[test]
@@ -30,6 +31,33 @@ fn a_queue_whose_endpoint_failed_to_enable_is_not_read_until_it_is_closed() {
     // A counter bound to such an endpoint: the same (in this test, not one
     // of its own: the two would run each other out of descriptors).
     counter(&fabric, &domain, &info);
+    // Under a serialized threading model the reads take no lock: the
+    // refusal reaches them through the queue's gate.
+    serialized();
+}
+
+/// `run` on a domain of the `FI_THREAD_DOMAIN` model, where the provider
+/// gives one (a skip line where it does not, or where the model is
+/// refused).
+fn serialized() {
+    let hints = provider_hints().threading(Threading::Domain);
+    let info = match getinfo(&hints) {
+        Ok(list) => list.into_iter().next().expect("a non-empty list"),
+        Err(e) => {
+            return println!(
+                "SKIP serialized: provider {}: no FI_THREAD_DOMAIN fi_info ({e})",
+                provider()
+            )
+        }
+    };
+    let fabric = Fabric::open(&info).unwrap();
+    match Domain::<ThreadDomain>::open_model(&fabric, &info) {
+        Ok(domain) => run(&fabric, &domain, &info, CqAttr::new()),
+        Err(e @ Error::Unsupported { .. }) if provider() == "shm" => {
+            println!("SKIP serialized: provider shm refuses serialized models ({e})")
+        }
+        Err(e) => panic!("provider {}: FI_THREAD_DOMAIN domain: {e}", provider()),
+    }
 }
 
 fn counter(fabric: &Fabric, domain: &Domain, info: &Info) {
@@ -96,9 +124,9 @@ fn counter(fabric: &Fabric, domain: &Domain, info: &Info) {
     }
 }
 
-fn run(fabric: &Fabric, domain: &Domain, info: &Info, attr: CqAttr) {
-    let cq = CompletionQueue::<Msg>::open(domain, &attr).unwrap();
-    let ep = Endpoint::open(domain, info).unwrap();
+fn run<T: ThreadModel>(fabric: &Fabric, domain: &Domain<T>, info: &Info, attr: CqAttr) {
+    let cq = CompletionQueue::<Msg, T>::open(domain, &attr).unwrap();
+    let ep = Endpoint::<T>::open(domain, info).unwrap();
     let av = if info.ep_type() == EpType::Msg {
         ep.bind_eq(&fd_eq(fabric)).unwrap();
         None

@@ -620,3 +620,59 @@ fn connection_events_reach_a_serialized_endpoint_on_its_own_thread() {
     assert!(matches!(e, Error::State { .. }), "{e:?}");
     drop(back);
 }
+
+/// Under a serialized model a read takes no lock: what it looks at before
+/// its call (here the closes waiting on an empty read) comes through the
+/// queue's gate. Two closes with a receive in flight leave the pool's one
+/// slot resting on both its contexts; an empty read of the queue after
+/// them settles both, and the slot is handed out again; the reads after
+/// that (the gate open again) see the queue as it is.
+#[test]
+fn a_serialized_queue_read_empty_settles_the_closes_waiting_on_it() {
+    if msg_capable() {
+        return skip("MSG endpoints post receives only once connected");
+    }
+    let Some((_fabric, domain, info)) = open_as::<ThreadDomain>(Threading::Domain) else {
+        return;
+    };
+    let cq = CompletionQueue::<Data, _>::open(&domain, &CqAttr::new().wait(WaitObj::None)).unwrap();
+    let av = AddressVector::open(&domain, AvType::Table, 4).unwrap();
+    let pool = BufferPool::new(&domain, 1, 64).unwrap();
+    let mut entries: [DataEntry; 8] = Default::default();
+    let mut drain = |cq: &CompletionQueue<Data, ThreadDomain>| loop {
+        match cq.read(&mut entries).unwrap() {
+            CqRead::Empty => break,
+            CqRead::Completions(done) => {
+                for e in done.iter() {
+                    drop(pool.reclaim(e));
+                }
+            }
+            CqRead::Error(mut e) => drop(pool.reclaim_err(&mut e)),
+            other => panic!("{}: a read gave {other:?}", test_name()),
+        }
+    };
+    for round in 0..2 {
+        let ep = Endpoint::open(&domain, &info).unwrap();
+        ep.bind_cq(&cq, CqBind::TRANSMIT | CqBind::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        let buf = pool
+            .take()
+            .unwrap_or_else(|| panic!("round {round}: the slot's other context is free"));
+        ep.recv(buf).map_err(|(_, e)| e).unwrap();
+        drop(ep);
+    }
+    assert!(
+        pool.take().is_none(),
+        "both contexts of the slot wait on an empty read of the queue"
+    );
+    drain(&cq);
+    let buf = pool
+        .take()
+        .expect("read empty after both closes: the slot is back");
+    drop(buf);
+    // The gate open again: reads see an empty queue, as they should.
+    for _ in 0..3 {
+        assert!(matches!(cq.read(&mut entries).unwrap(), CqRead::Empty));
+    }
+}
