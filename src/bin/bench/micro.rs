@@ -614,12 +614,20 @@ const QUEUED: &str = "fi_eq_read of a queued event";
 const CONNREQ: &str = "fi_eq_read of a queued CONNREQ";
 
 fn rust_eq_write_read(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
-    let fid = q.eq.fid();
+    eq_write_read(&q.eq, iters)
+}
+
+// The event queue cases' loops are out of line, as `read_empty`: each
+// takes the queue's handle as the C loop takes the queue.
+
+#[inline(never)]
+fn eq_write_read(eq: &EventQueue, iters: u64) -> Result<Vec<f64>, String> {
+    let fid = eq.fid();
     let mut buf = EventBuf::new();
     let start = cpu_ns();
     for i in 0..iters {
-        q.eq.write_notify(fid, 0, i).map_err(|e| e.to_string())?;
-        match q.eq.read(&mut buf) {
+        eq.write_notify(fid, 0, i).map_err(|e| e.to_string())?;
+        match eq.read(&mut buf) {
             Ok(EqRead::Event(Event::Notify(e))) if e.data == i => {}
             Ok(EqRead::Event(Event::Notify(e))) => return Err(gave(AFTER_WRITE, e)),
             Ok(read) => return Err(gave(AFTER_WRITE, read)),
@@ -638,16 +646,21 @@ fn c_eq_read_queued(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, S
 }
 
 fn rust_eq_read_queued(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    eq_read_queued(&q.eq, iters)
+}
+
+#[inline(never)]
+fn eq_read_queued(eq: &EventQueue, iters: u64) -> Result<Vec<f64>, String> {
     let mut buf = EventBuf::new();
     let mut total = 0;
     let mut done = 0;
     while done < iters {
         let n = (iters - done).min(QUEUED_BATCH);
         // The same writer as the C side's: only the reads differ.
-        written(c::eq_write_notifies(&q.eq, n))?;
+        written(c::eq_write_notifies(eq, n))?;
         let start = cpu_ns();
         for j in 0..n {
-            match q.eq.read(&mut buf) {
+            match eq.read(&mut buf) {
                 Ok(EqRead::Event(Event::Notify(e))) if e.data == j => {}
                 Ok(EqRead::Event(Event::Notify(e))) => return Err(gave(QUEUED, e)),
                 Ok(read) => return Err(gave(QUEUED, read)),
@@ -677,6 +690,11 @@ fn c_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, 
 }
 
 fn rust_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>, String> {
+    eq_read_connreq(&q.eq, iters)
+}
+
+#[inline(never)]
+fn eq_read_connreq(eq: &EventQueue, iters: u64) -> Result<Vec<f64>, String> {
     let mut buf = EventBuf::new();
     let data = c::connreq_data();
     let Some(last) = data.checked_sub(1) else {
@@ -686,10 +704,10 @@ fn rust_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64
     let mut done = 0;
     while done < iters {
         let n = (iters - done).min(QUEUED_BATCH);
-        written(c::eq_write_connreqs(&q.eq, n))?;
+        written(c::eq_write_connreqs(eq, n))?;
         let start = cpu_ns();
         for j in 0..n {
-            match q.eq.read(&mut buf) {
+            match eq.read(&mut buf) {
                 Ok(EqRead::Event(Event::UnownedConnReq(r)))
                     if r.data.len() == data && r.data[last] == (j as usize + last) as u8 => {}
                 Ok(EqRead::Event(Event::UnownedConnReq(r))) => return Err(gave(CONNREQ, r)),
