@@ -18,8 +18,10 @@
 //! - for waits only, that waiting on the queue became unsafe for good
 //!   ([`ProgressLock::set_poisoned`]), which reads do not look at.
 //!
-//! The word's top bit is set exactly while one of these is: every change
-//! of them recomputes it in the same atomic operation. So a reader enters
+//! The word's top bit is set exactly while one of the first three is:
+//! every change of them recomputes it in the same atomic operation. The
+//! poison is not among them (reads do not look at it, and a queue keeps it
+//! for good): a wait tests it in the word its increment returned. So a reader enters
 //! with `lock add` and one jump on the sign of its result, and leaves with
 //! `lock sub` and nothing else: a writer does not sleep until the last
 //! reader wakes it, it waits for the readers to leave by looking at the
@@ -68,7 +70,7 @@ const BROKEN: u64 = 0x7fff_ff00_0000_0000;
 const NOTED: u64 = NOTICE | BROKEN;
 /// The sign bit: set exactly while any of these is.
 const ATTENTION: u64 = 1 << 63;
-const NEEDS_ATTENTION: u64 = WRITER | NOTED | POISONED;
+const NEEDS_ATTENTION: u64 = WRITER | NOTED;
 
 const _: () = assert!(readers(NEEDS_ATTENTION | READERS_PARKED | ATTENTION) == 0);
 const _: () = assert!(BROKEN & (ATTENTION | WRITER | READERS_PARKED | NOTICE | POISONED) == 0);
@@ -250,8 +252,9 @@ impl ProgressLock {
     }
 
     /// Takes the lock shared for a wait, which also needs to know whether
-    /// the queue is poisoned ([`Noted::poisoned`]): the poison sets the
-    /// word's sign as the rest does.
+    /// the queue is poisoned ([`Noted::poisoned`]): tested in the word the
+    /// increment returned (the poison changes only under the lock held
+    /// exclusively), beside the sign.
     #[inline(always)]
     pub(crate) fn read_for_wait(&self) -> ProgressRead<'_> {
         self.enter::<{ NOTED | POISONED }>()
@@ -266,8 +269,15 @@ impl ProgressLock {
         // takes it from the `lock add`'s own flags (the word before it was
         // negative exactly when the word after is at most zero), with no
         // register loaded and nothing tested.
+        debug_assert!(
+            readers(entered) < readers(u64::MAX),
+            "reader count overflow"
+        );
         let noted = if needs_attention(entered) {
             self.read_contended(LOOKS)
+        } else if LOOKS & POISONED != 0 {
+            // A wait's entry only: a read's leaves `entered` to the sign.
+            Noted::of(entered, POISONED)
         } else {
             Noted(0)
         };
@@ -422,7 +432,7 @@ impl ProgressLock {
     /// exclusively; waits test it under the lock held shared
     /// ([`read_for_wait`](Self::read_for_wait), [`is_poisoned`](Self::is_poisoned)).
     pub(crate) fn set_poisoned(&self) {
-        self.state.fetch_or(POISONED | ATTENTION, Ordering::Release);
+        self.state.fetch_or(POISONED, Ordering::Release);
     }
 
     /// Whether waits on the queue are refused ([`set_poisoned`](Self::set_poisoned)),

@@ -8,25 +8,32 @@
 //! (under the lock held exclusively, as an endpoint's close sets it): one
 //! step per atomic
 //! operation on the lock word and per mutex or condition variable
-//! operation, the word's operations taken as sequentially consistent (all
-//! of them are read-modify-writes, so each release heads a release
-//! sequence that every later operation continues). Keep them in step with
-//! the code above.
+//! operation, the word's operations taken as sequentially consistent.
+//! Every change of the word is a read-modify-write, so each release heads
+//! a release sequence that every later change continues; the plain loads
+//! (`read_contended`'s, the writer's polling) may read an older value than
+//! the newest, which is the same as that load scheduled earlier, and each
+//! reads at least its own thread's last change. Keep them in step with the
+//! code above.
 //!
 //! Checked in every reachable state: no writer beside a reader or another
 //! writer; the reader count in the word equals the threads counted in it;
-//! the word's sign says exactly whether a writer or a flag is in it;
+//! the word's sign says exactly whether a writer or a flag is in it; a
+//! reader's fast path enters only where neither is;
 //! a reader in the lock noted what its entry looks at and nothing else (a
 //! wait's reader the poison exactly as the word holds it, which only a
 //! writer changes; a plain reader never the poison);
 //! from every state, every thread can still finish (no lost wake-up, no
-//! state from which the threads can only wait); and where no step is
+//! state from which the threads can only wait); without spurious wake-ups,
+//! no schedule runs for ever (the state graph has no cycle: a writer's
+//! polling is bound to find the readers gone, no reader spins); and where
+//! no step is
 //! possible, every thread finished and the word holds no reader, writer or
 //! writer-parked bit, and its flags as the flag thread and the poisoning
 //! writers left them.
 
 use super::{
-    needs_attention, readers, with_attention, ATTENTION, BROKEN, BROKEN_ONE, NOTED, NOTICE,
+    needs_attention, readers, with_attention, Noted, ATTENTION, BROKEN, BROKEN_ONE, NOTED, NOTICE,
     POISONED, READER, READERS_PARKED, WRITER,
 };
 use std::collections::HashMap;
@@ -193,6 +200,12 @@ struct Model<'a> {
 enum Fault {
     /// A writer sets its bit without the sign: readers enter beside it.
     WriterWithoutAttention,
+    /// The reader's fast path tests the writer's bit, not the sign: it
+    /// enters past the notice and the broken count.
+    FastPathWriterOnly,
+    /// A reader that finds a writer leaves and enters again at once, never
+    /// parking: it spins against the writer's polling.
+    BackOffWithoutParking,
     /// The write guard's drop never wakes the parked readers.
     DropWithoutWake,
     /// A reader that finds a writer waits for it still counted.
@@ -262,11 +275,24 @@ impl Model<'_> {
                 go(&mut n, if k + 1 == FLAG_CHANGES { DONE } else { k + 1 });
             }
             (Kind::Reader, R_ADD) => {
+                let was = n.word;
                 n.word += READER;
-                if needs_attention(n.word) {
+                let slow = if self.fault == Some(Fault::FastPathWriterOnly) {
+                    was & WRITER != 0
+                } else {
+                    needs_attention(n.word)
+                };
+                if slow {
                     go(&mut n, R_CONT);
                 } else {
-                    n.threads[i].noted = 0;
+                    assert_eq!(
+                        was & (WRITER | NOTED),
+                        0,
+                        "a fast path entered beside a writer or a flag: {s:?}"
+                    );
+                    // A wait's fast path notes the poison of the word its
+                    // increment returned.
+                    n.threads[i].noted = noted_bits(was, kind.looks() & POISONED);
                     go(&mut n, R_CS);
                 }
             }
@@ -285,13 +311,17 @@ impl Model<'_> {
                     } else {
                         kind.looks()
                     };
-                    n.threads[i].noted = now & looks;
+                    n.threads[i].noted = noted_bits(now, looks);
                     go(&mut n, R_CS);
                 }
             }
             (Kind::Reader, R_BACK) => {
                 n.word -= READER;
-                go(&mut n, R_PARK_LOCK);
+                if self.fault == Some(Fault::BackOffWithoutParking) {
+                    go(&mut n, R_READD);
+                } else {
+                    go(&mut n, R_PARK_LOCK);
+                }
             }
             (Kind::Reader, R_PARK_LOCK) => {
                 if n.parked != 0 {
@@ -346,7 +376,7 @@ impl Model<'_> {
                 }
                 n.writers = me;
                 if self.poisons(i, &n) && self.fault == Some(Fault::PoisonBeforeTheLock) {
-                    n.word |= POISONED | ATTENTION;
+                    n.word |= POISONED;
                 }
                 go(&mut n, W_OR);
             }
@@ -371,7 +401,7 @@ impl Model<'_> {
             (Kind::Writer, W_CS) => {
                 // set_poisoned, holding the lock exclusively.
                 if self.poisons(i, &n) {
-                    n.word |= POISONED | ATTENTION;
+                    n.word |= POISONED;
                 }
                 go(&mut n, W_DROP);
             }
@@ -538,6 +568,33 @@ impl Model<'_> {
                 preds[id].push(at);
             }
         }
+        // Without spurious wake-ups, no schedule runs for ever: the graph
+        // has no cycle (every state is taken off once all its successors
+        // are).
+        if !self.spurious {
+            let mut successors = vec![0usize; states.len()];
+            for p in &preds {
+                for &q in p {
+                    successors[q] += 1;
+                }
+            }
+            let mut work: Vec<usize> = (0..states.len()).filter(|&i| successors[i] == 0).collect();
+            let mut taken = 0;
+            while let Some(at) = work.pop() {
+                taken += 1;
+                for &p in &preds[at] {
+                    successors[p] -= 1;
+                    if successors[p] == 0 {
+                        work.push(p);
+                    }
+                }
+            }
+            assert_eq!(
+                taken,
+                states.len(),
+                "a cycle: some schedule runs for ever (a livelock)"
+            );
+        }
         // Every state can still reach the end.
         let mut reaches = vec![false; states.len()];
         let mut work = finals;
@@ -560,6 +617,12 @@ impl Model<'_> {
         }
         states.len()
     }
+}
+
+/// What a reader notes of `word` (`Noted::of`, as the code computes it),
+/// as the word's bits.
+fn noted_bits(word: u64, looks: u64) -> u64 {
+    u64::from(Noted::of(word, looks).0) << 32
 }
 
 fn run(kinds: &[Kind], rounds: u8) {
@@ -624,12 +687,11 @@ fn a_wait_beside_a_poisoning_writer_and_flag_changes_three_rounds() {
     run(&[WaitReader, PoisoningWriter, Flags], 3);
 }
 
-/// The most threads: three readers beside two writers and the flag
-/// changes, two rounds each.
+/// The most threads: a wait and a read beside two writers (one
+/// poisoning) and the flag changes, two rounds each.
 #[test]
-fn three_readers_two_writers_and_flag_changes_two_rounds() {
+fn a_wait_a_read_two_writers_and_flag_changes_two_rounds() {
     use Kind::*;
-    run(&[Reader, Reader, Reader, Writer, Writer], 2);
     run(&[WaitReader, Reader, Writer, PoisoningWriter, Flags], 2);
 }
 
@@ -660,26 +722,44 @@ fn the_model_finds_lost_wake_ups_and_deadlocks() {
     }
 }
 
-/// A writer whose bit does not set the word's sign: a reader's fast path
-/// enters beside it.
+/// A writer whose bit does not set the word's sign, a fast path that
+/// looks at the writer's bit only, and a reader that spins against a
+/// writer instead of parking: each is found.
 #[test]
-fn the_model_finds_a_reader_beside_a_writer_that_hides_from_the_sign() {
+fn the_model_finds_a_fast_path_that_misses_the_sign_and_a_spinning_reader() {
     use Kind::*;
-    let kinds = [Reader, Writer];
-    let found = std::panic::catch_unwind(|| {
-        Model {
-            kinds: &kinds,
-            rounds: 1,
-            spurious: false,
-            fault: Some(Fault::WriterWithoutAttention),
-        }
-        .explore()
-    });
-    let Err(e) = found else {
-        panic!("a writer without the sign went unnoticed");
-    };
-    let what = e.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(what.contains("a writer beside a reader"), "{what}");
+    for (fault, kinds, expected) in [
+        (
+            Fault::WriterWithoutAttention,
+            &[Reader, Writer][..],
+            "a fast path entered beside",
+        ),
+        (
+            Fault::FastPathWriterOnly,
+            &[Reader, Writer, Flags][..],
+            "a fast path entered beside",
+        ),
+        (
+            Fault::BackOffWithoutParking,
+            &[Reader, Writer][..],
+            "a cycle",
+        ),
+    ] {
+        let found = std::panic::catch_unwind(|| {
+            Model {
+                kinds,
+                rounds: 2,
+                spurious: false,
+                fault: Some(fault),
+            }
+            .explore()
+        });
+        let Err(e) = found else {
+            panic!("{fault:?} went unnoticed");
+        };
+        let what = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(what.contains(expected), "{fault:?}: {what}");
+    }
 }
 
 /// And each fault of the poison: a wait that misses it, or a poison that
