@@ -695,26 +695,31 @@ fn a_wait_a_read_two_writers_and_flag_changes_two_rounds() {
     run(&[WaitReader, Reader, Writer, PoisoningWriter, Flags], 2);
 }
 
+/// What the exploration of `kinds` (two rounds each) with `fault` put in
+/// reports: the message of the check it fails. Panics when none fails.
+fn found_with(fault: Fault, kinds: &[Kind]) -> String {
+    let found = std::panic::catch_unwind(|| {
+        Model {
+            kinds,
+            rounds: 2,
+            spurious: false,
+            fault: Some(fault),
+        }
+        .explore()
+    });
+    let Err(e) = found else {
+        panic!("{fault:?} went unnoticed");
+    };
+    e.downcast_ref::<String>().cloned().unwrap_or_default()
+}
+
 /// The exploration finds what it is for: each fault, put in on purpose,
 /// leaves some interleaving stuck.
 #[test]
 fn the_model_finds_lost_wake_ups_and_deadlocks() {
     use Kind::*;
     for fault in [Fault::DropWithoutWake, Fault::WaitCounted] {
-        let kinds = [Reader, Reader, Writer];
-        let found = std::panic::catch_unwind(|| {
-            Model {
-                kinds: &kinds,
-                rounds: 2,
-                spurious: false,
-                fault: Some(fault),
-            }
-            .explore()
-        });
-        let Err(e) = found else {
-            panic!("{fault:?} went unnoticed");
-        };
-        let what = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        let what = found_with(fault, &[Reader, Reader, Writer]);
         assert!(
             what.contains("stuck") || what.contains("never finish"),
             "{fault:?}: {what}"
@@ -745,19 +750,7 @@ fn the_model_finds_a_fast_path_that_misses_the_sign_and_a_spinning_reader() {
             "a cycle",
         ),
     ] {
-        let found = std::panic::catch_unwind(|| {
-            Model {
-                kinds,
-                rounds: 2,
-                spurious: false,
-                fault: Some(fault),
-            }
-            .explore()
-        });
-        let Err(e) = found else {
-            panic!("{fault:?} went unnoticed");
-        };
-        let what = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        let what = found_with(fault, kinds);
         assert!(what.contains(expected), "{fault:?}: {what}");
     }
 }
@@ -772,20 +765,7 @@ fn the_model_finds_a_poison_missed_or_lost() {
         (Fault::PoisonBeforeTheLock, "noted the poison wrong"),
         (Fault::DropClearsPoison, "left over"),
     ] {
-        let kinds = [WaitReader, PoisoningWriter];
-        let found = std::panic::catch_unwind(|| {
-            Model {
-                kinds: &kinds,
-                rounds: 2,
-                spurious: false,
-                fault: Some(fault),
-            }
-            .explore()
-        });
-        let Err(e) = found else {
-            panic!("{fault:?} went unnoticed");
-        };
-        let what = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        let what = found_with(fault, &[WaitReader, PoisoningWriter]);
         assert!(what.contains(expected), "{fault:?}: {what}");
     }
 }
