@@ -934,8 +934,13 @@ impl CqInner {
     #[inline(never)]
     fn read_behind_gate(&self, entries: *mut c_void, count: usize) -> CountedRead {
         // The read call cannot fail: the only error is the refusal.
-        self.counted_read(false, || Ok(read_call(self.fid.as_ptr(), entries, count)))
-            .unwrap_or(CountedRead::REFUSED)
+        self.counted_read(false, || {
+            // SAFETY: the queue's own fid; the caller's buffer has room for
+            // count entries (read_raw); the serialized model keeps enables
+            // and closes off this read's thread.
+            Ok(unsafe { read_call(self.fid.as_ptr(), entries, count) })
+        })
+        .unwrap_or(CountedRead::REFUSED)
     }
 
     /// The read's batch counted (see `counted_read`), then the progress
@@ -1139,7 +1144,12 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 signals: AtomicU64::new(0),
                 signals_reported: AtomicU64::new(0),
                 id,
-                progress: ProgressLock::with_gate(gate),
+                // Only serialized reads look at the gate.
+                progress: if T::LOCKED {
+                    ProgressLock::default()
+                } else {
+                    ProgressLock::with_gate(gate)
+                },
                 epochs: Arc::default(),
             }),
             _format: PhantomData,
@@ -1238,7 +1248,11 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             // The queue's address taken once: the call after the lock's
             // atomic uses it as it is (through `self`, it was loaded again).
             let inner: &CqInner = &self.inner;
-            return inner.counted_read(true, || Ok(read_call(inner.fid.as_ptr(), entries, count)));
+            return inner.counted_read(true, || {
+                // SAFETY: the queue's own fid, buf's room for count entries
+                // of its format (F::Entry), under the progress guard.
+                Ok(unsafe { read_call(inner.fid.as_ptr(), entries, count) })
+            });
         }
         // Under a serialized model the gate says that nothing is noted,
         // and is the queue's fid then (ProgressLock::gate).
@@ -1246,7 +1260,12 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         if gate.is_null() {
             return Ok(self.inner.read_behind_gate(entries, count));
         }
-        Ok(self.inner.count(read_call(gate, entries, count), None))
+        // SAFETY: the open gate is the queue's own fid; buf's room for
+        // count entries of its format; the serialized model keeps enables
+        // and closes off this read's thread.
+        Ok(self
+            .inner
+            .count(unsafe { read_call(gate, entries, count) }, None))
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's
@@ -1659,12 +1678,13 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
 
 /// One `fi_cq_read` of up to `count` entries into `entries`, on `fid`.
 ///
-/// The caller passes the fid of an open queue, and `count` entries of the
-/// queue's format at `entries`; it holds the queue's progress lock, or
-/// reads under a serialized threading model (every handle of the domain
-/// on its thread, where no enable or close is running).
+/// # Safety
+/// `fid` is the fid of an open queue, and `entries` has room for `count`
+/// entries of the queue's format; the caller holds the queue's progress
+/// lock, or reads under a serialized threading model (every handle of the
+/// domain on its thread, where no enable or close is running).
 #[inline(always)]
-fn read_call(fid: *mut sys::fid_cq, entries: *mut c_void, count: usize) -> isize {
+unsafe fn read_call(fid: *mut sys::fid_cq, entries: *mut c_void, count: usize) -> isize {
     // SAFETY: fi_cq_read(3) on an open queue writes at most count entries
     // of its format into entries, which the caller gives room for; no
     // endpoint bound to the queue is being enabled or closed meanwhile (the

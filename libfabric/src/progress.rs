@@ -216,14 +216,16 @@ impl ProgressLock {
     /// the read then calls with: the pointer it needs anyway also says
     /// that nothing needs a look.
     ///
-    /// The gate follows every change of those flags, made on any thread,
-    /// under its own mutex and from the word as it is after the change, so
-    /// that the last to move it saw every change before it. It may lag a
-    /// change made on another thread, as a relaxed load of the word may:
-    /// under those models the notice is the only one (a batch released
-    /// there: an empty read then settles marks a little later); the
-    /// failed-enable count changes on the reader's thread, before the
-    /// enable or close returns. Null on a lock without a gate.
+    /// The gate follows every change of those flags, under its own mutex
+    /// and from the word as it is after the change, so that the last to
+    /// move it saw every change before it. Under the serialized models,
+    /// its only readers, both flags change on the reader's own thread (the
+    /// endpoints and queues are neither `Send` nor `Sync`): the failed-
+    /// enable count at an endpoint's enable and close, the notice when a
+    /// close or a read of the queue publishes marks (`Epochs::publish`),
+    /// each before its call returns. The relaxed load sees them in program
+    /// order. Null on a lock without a gate (every lock but a serialized
+    /// completion queue's).
     #[inline(always)]
     pub(crate) fn gate(&self) -> *mut c_void {
         self.gate.load(Ordering::Relaxed)
@@ -289,11 +291,13 @@ impl ProgressLock {
     /// beside the caller, and for callers that hold the lock.
     ///
     /// A relaxed load. Ordering matters only for a flag set on another
-    /// thread, and only the notice is (by a batch released there, see the
-    /// `epochs` module): a caller that acts on a notice it saw here
-    /// issues `fence(Acquire)` first, which synchronizes with the release
-    /// that set it (`CqInner::noted`). The failed-enable count is changed
-    /// by an endpoint's enable and close, on the caller's thread under the
+    /// thread, which under the serialized models none is (see
+    /// [`gate`](Self::gate)); a caller under the lock may see the notice
+    /// set by a close or read of the queue on another thread
+    /// (`Epochs::publish`), and issues `fence(Acquire)` before it acts on
+    /// it, which synchronizes with the release that set it
+    /// (`CqInner::noted`). The failed-enable count is changed by an
+    /// endpoint's enable and close, on the caller's thread under the
     /// serialized models and under the lock otherwise; a clear word
     /// publishes nothing. (An acquire load here made the compiler load the
     /// queue's handle again after it, on every read.)

@@ -671,7 +671,7 @@ fn a_serialized_queue_read_empty_settles_the_closes_waiting_on_it() {
         .take()
         .expect("read empty after both closes: the slot is back");
     drop(buf);
-    // The gate open again: reads see an empty queue, as they should.
+    // Nothing waits any more: the reads after see an empty queue.
     for _ in 0..3 {
         assert!(matches!(cq.read(&mut entries).unwrap(), CqRead::Empty));
     }
