@@ -1131,9 +1131,14 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             });
         }
         let fid = OwnedFid::opened("fi_cq_open", ret, raw)?;
-        let gate = fid.as_non_null().cast::<c_void>();
         let wait_obj = resolved_wait_obj("completion queue", wait_obj, raw_attr.wait_obj)?;
         let wait_obj = query_wait_obj(fid.fid(), wait_obj);
+        // Only serialized reads look at the gate.
+        let progress = if T::LOCKED {
+            ProgressLock::default()
+        } else {
+            ProgressLock::with_gate(fid.as_non_null().cast())
+        };
         let cq = CompletionQueue {
             inner: Arc::new(CqInner {
                 fid,
@@ -1144,12 +1149,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 signals: AtomicU64::new(0),
                 signals_reported: AtomicU64::new(0),
                 id,
-                // Only serialized reads look at the gate.
-                progress: if T::LOCKED {
-                    ProgressLock::default()
-                } else {
-                    ProgressLock::with_gate(gate)
-                },
+                progress,
                 epochs: Arc::default(),
             }),
             _format: PhantomData,
@@ -1186,19 +1186,21 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         match self.read_raw(buf)? {
             // The empty queue first: what a polling loop sees most.
             read if is_again(read.ret()) => Ok(CqRead::Empty),
-            read => self.decode_read(read, buf),
+            read => self.finish_read(read, buf, "fi_cq_read"),
         }
     }
 
-    /// `read`'s result when the queue was not found empty, out of line (see
+    /// A counted read of `call` decoded, its error entry read: the reads'
+    /// result once the queue was not found empty. Out of line (see
     /// `CqInner::count`).
     #[inline(never)]
-    fn decode_read<'b>(
+    fn finish_read<'b>(
         &'b self,
         read: CountedRead,
         buf: &'b mut [F::Entry],
+        call: &'static str,
     ) -> Result<CqRead<'b, F::Entry>> {
-        self.finish(decode(read.parts(), &self.inner.epochs, buf, "fi_cq_read")?)
+        self.finish(decode(read.parts(), &self.inner.epochs, buf, call)?)
     }
 
     /// The next completion, its buffer taken back from `pool`: blocks in
@@ -1297,12 +1299,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             })
         };
         let read = self.inner.counted_read(T::LOCKED, read)?;
-        self.finish(decode(
-            read.parts(),
-            &self.inner.epochs,
-            buf,
-            "fi_cq_readfrom",
-        )?)
+        self.finish_read(read, buf, "fi_cq_readfrom")
     }
 
     fn check_sread(&self, call: &'static str) -> Result<()> {
@@ -1469,7 +1466,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 continue;
             }
         };
-        self.finish(decode(read.parts(), &self.inner.epochs, buf, call)?)
+        self.finish_read(read, buf, call)
     }
 
     /// One `fi_cq_sread` / `fi_cq_sreadfrom` of `count` entries, counted.

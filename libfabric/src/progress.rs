@@ -20,13 +20,13 @@
 //!
 //! The word's top bit is set exactly while one of the first three is:
 //! every change of them recomputes it in the same atomic operation. The
-//! poison is not among them (reads do not look at it, and a queue keeps it
-//! for good): a wait tests it in the word its increment returned. So a reader enters
-//! with `lock add` and one jump on the sign of its result, and leaves with
-//! `lock sub` and nothing else: a writer does not sleep until the last
-//! reader wakes it, it waits for the readers to leave by looking at the
-//! count, backing off (a spin, then yields, then sleeps of up to a
-//! millisecond). Writers are endpoints' enables and closes, rare beside
+//! poison is not among them (reads do not look at it, and a queue keeps
+//! it for good): a wait tests it in the word its increment returned. So a
+//! reader enters with `lock add` and one jump on the sign of its result,
+//! and leaves with `lock sub` and nothing else: a writer does not sleep
+//! until the last reader wakes it, it waits for the readers to leave by
+//! looking at the count, backing off (a spin, then yields, then sleeps of
+//! up to a millisecond). Writers are endpoints' enables and closes, rare beside
 //! the reads, and the readers they wait for are reads (microseconds) and
 //! blocking waits, which the crate cuts into slices of at most 100 ms.
 //!
@@ -231,7 +231,9 @@ impl ProgressLock {
         self.gate.load(Ordering::Relaxed)
     }
 
-    /// Brings the gate in line with the word, after a change of `NOTED`.
+    /// Brings the gate in line with the word, after a change of its flags
+    /// (`change_flags`; the poison, which it does not follow, is set
+    /// apart).
     fn refresh_gate(&self) {
         let Some(open) = &self.open else {
             return;
@@ -386,14 +388,17 @@ impl ProgressLock {
     }
 
     /// Changes the flags of the word as `change` says, recomputing its
-    /// sign in the same atomic operation; returns the word before.
+    /// sign in the same atomic operation, then the gate; returns the word
+    /// before.
     fn change_flags(&self, order: Ordering, change: impl Fn(u64) -> Option<u64>) -> u64 {
-        match self
+        let was = match self
             .state
             .fetch_update(order, Ordering::Relaxed, |s| change(s).map(with_attention))
         {
             Ok(was) | Err(was) => was,
-        }
+        };
+        self.refresh_gate();
+        was
     }
 
     /// Sets or clears the owner's notice, which every reader sees from its
@@ -402,7 +407,6 @@ impl ProgressLock {
         self.change_flags(Ordering::Release, |s| {
             Some(if on { s | NOTICE } else { s & !NOTICE })
         });
-        self.refresh_gate();
     }
 
     /// Counts an endpoint bound to the queue that failed to enable
@@ -419,7 +423,6 @@ impl ProgressLock {
                 (false, _) => Some(s - BROKEN_ONE),
             }
         });
-        self.refresh_gate();
     }
 
     /// Whether progress is refused now ([`Noted::refused`]).
