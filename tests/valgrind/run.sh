@@ -129,6 +129,8 @@ export PROPTEST_CASES=${PROPTEST_CASES:-16}
 # The lost wake-up runs: one short run each (50 run natively against
 # libfabric 1.22 and 2.x).
 export LOST_WAKEUP_REPS=${LOST_WAKEUP_REPS:-1} LOST_WAKEUP_EVENTS=${LOST_WAKEUP_EVENTS:-500}
+# The concurrent event queue readers: 20,000 events (200,000 natively).
+export EQ_READERS_EVENTS=${EQ_READERS_EVENTS:-20000}
 # The runs, queued here and run three at a time below (VALGRIND_JOBS):
 # valgrind runs one thread of a process at a time, and the tests wait on
 # their peers part of it; three kept two cores busy (91 s with two at a
