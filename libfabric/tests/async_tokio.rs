@@ -9,19 +9,50 @@ use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
 use libfabric::eq::{EqRead, Event, EventBuf};
 use libfabric::tokio::{AsyncCompletionQueue, AsyncEventQueue};
 use libfabric::wait::WaitObj;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn cpu_time() -> Duration {
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).unwrap();
-    let t =
-        |tv: nix::sys::time::TimeVal| Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000);
-    t(usage.user_time()) + t(usage.system_time())
+/// The CPU clocks of a set of threads: this test's runtime workers (added as
+/// they start) and the test's own thread. Process-wide CPU time would count
+/// the other tests of this binary, which run beside this one.
+#[derive(Clone, Default)]
+struct ThreadClocks(Arc<Mutex<Vec<libc::clockid_t>>>);
+
+impl ThreadClocks {
+    /// Adds the calling thread.
+    fn add_current(&self) {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: pthread_self() is the calling thread, alive during the call;
+        // `clock` is a valid place for the result.
+        let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
+        assert_eq!(rc, 0, "pthread_getcpuclockid: {rc}");
+        self.0.lock().unwrap().push(clock);
+    }
+
+    /// The CPU time used so far by the threads added, of those still alive.
+    fn used(&self) -> Duration {
+        let clocks = self.0.lock().unwrap();
+        clocks
+            .iter()
+            .filter_map(|&clock| {
+                nix::time::clock_gettime(nix::time::ClockId::from_raw(clock))
+                    .ok()
+                    .map(Duration::from)
+            })
+            .sum()
+    }
 }
 
 #[test]
 fn an_idle_waiter_uses_no_cpu_and_wakes_on_an_event() {
+    let clocks = ThreadClocks::default();
+    clocks.add_current();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .on_thread_start({
+            let clocks = clocks.clone();
+            move || clocks.add_current()
+        })
         .enable_all()
         .build()
         .unwrap();
@@ -37,9 +68,9 @@ fn an_idle_waiter_uses_no_cpu_and_wakes_on_an_event() {
             }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let before = cpu_time();
+        let before = clocks.used();
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let used = cpu_time() - before;
+        let used = clocks.used().saturating_sub(before);
         assert!(
             used < Duration::from_millis(50),
             "an idle waiter used {used:?} of CPU in 500 ms"
