@@ -12,6 +12,8 @@
 //! way.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+#[path = "bench/attribution.rs"]
+mod attribution;
 #[path = "bench/baselines.rs"]
 // The one-shot calls serve the parity tests.
 #[allow(dead_code)]
@@ -58,6 +60,10 @@ Options:
                         each micro-benchmark, C and Rust, with valgrind's
                         callgrind; a full run prints them after the timings
                         (they do not depend on the load of the machine)
+  --where               with --instructions: for each per-call target
+                        missed, where the instructions of each side's own
+                        code go, per source function (needs line tables:
+                        CARGO_PROFILE_RELEASE_DEBUG=line-tables-only)
   --providers P,P       the providers of the micro-benchmarks (default:
                         tcp,udp;ofi_rxd,tcp;ofi_rxm; quote the semicolons)
   --batches N,N         the batch sizes of the fi_cq_read case (default
@@ -97,6 +103,8 @@ struct Settings {
     markdown: Option<String>,
     plot: Option<String>,
     instructions: bool,
+    /// `--where`: attribute the instructions of the targets missed.
+    attribute: bool,
     providers: Vec<String>,
     batches: Vec<usize>,
     /// `--cases`: words of the case ids to run; empty: all.
@@ -122,6 +130,7 @@ impl Settings {
             markdown: None,
             plot: None,
             instructions: false,
+            attribute: false,
             providers: micro::PROVIDERS.iter().map(|p| p.to_string()).collect(),
             batches: micro::BATCHES.to_vec(),
             cases: Vec::new(),
@@ -138,6 +147,7 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
             "-h" | "--help" => return Ok(None),
             "--quick" => {}
             "--instructions" => s.instructions = true,
+            "--where" => s.attribute = true,
             "--markdown" => s.markdown = Some(value(arg)?),
             "--plot" => s.plot = Some(value(arg)?),
             "--rounds" | "--pingpong-rounds" => {
@@ -195,6 +205,9 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    if s.attribute && !s.instructions {
+        return Err("--where goes with --instructions".into());
+    }
     Ok(Some(s))
 }
 
@@ -225,6 +238,11 @@ fn main() {
             Ok(counted) => {
                 print!("{}", report::instructions_text(&counted, &HashMap::new()));
                 print_missed_instructions(&counted);
+                if settings.attribute {
+                    if let Err(e) = print_where_missed(&counted) {
+                        fail(&e);
+                    }
+                }
             }
             Err(e) => fail(&e),
         }
@@ -647,6 +665,27 @@ fn callgrind_total(
     provider: &str,
     batch: usize,
 ) -> Result<f64, String> {
+    callgrind(exe, side, function, iters, provider, batch, &[])?
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| "no instruction total in callgrind's output".to_string())
+}
+
+/// Callgrind's output for one run of `side`'s `function` (`bench case`),
+/// counting inside that function only; `options` are callgrind's.
+fn callgrind(
+    exe: &std::path::Path,
+    side: &str,
+    function: &str,
+    iters: u64,
+    provider: &str,
+    batch: usize,
+    options: &[&str],
+) -> Result<String, String> {
     let out = std::env::temp_dir().join(format!(
         "bench-callgrind-{}-{function}-{side}-{iters}.out",
         std::process::id(),
@@ -655,6 +694,7 @@ fn callgrind_total(
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(format!("--toggle-collect=*micro::{side}_{function}*"))
+        .args(options)
         .arg(exe)
         .args([
             "case",
@@ -674,11 +714,54 @@ fn callgrind_total(
             String::from_utf8_lossy(&run.stderr)
         ));
     }
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("totals:")
-                .or_else(|| l.strip_prefix("summary:"))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| "no instruction total in callgrind's output".to_string())
+    Ok(text)
+}
+
+/// `--where`: for each per-call point that missed its target, the
+/// instructions of each side's own code per source function.
+fn print_where_missed(counted: &[Counted]) -> Result<(), String> {
+    const ITERS: u64 = 20_000;
+    let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+    for c in counted.iter().filter(|c| c.met() == Some(false)) {
+        let Some(case) = CASES.iter().find(|k| k.name == c.name) else {
+            continue;
+        };
+        if case.kind != Kind::PerCall {
+            println!(
+                "\n{}: a wake-up case; --where explains per-call cases",
+                c.key()
+            );
+            continue;
+        }
+        println!(
+            "\n{}: C {:.1}, Rust {:.1} per call; of them, the benchmark's own code \
+             (the provider's is the same on both sides):",
+            c.key(),
+            c.c,
+            c.rust
+        );
+        let batch = c.batch.unwrap_or(micro::CQ_BATCH);
+        for (side, function) in [("C", case.c_id), ("Rust", case.id)] {
+            let text = callgrind(
+                &exe,
+                &side.to_lowercase(),
+                function,
+                ITERS,
+                &c.provider,
+                batch,
+                &[
+                    "--dump-instr=yes",
+                    "--compress-pos=no",
+                    "--compress-strings=no",
+                ],
+            )?;
+            let shares = attribution::shares(&text, &exe, ITERS)?;
+            let own: f64 = shares.iter().map(|s| s.per_call).sum();
+            println!("  {side}: {own:.1}");
+            for s in shares.iter().filter(|s| s.per_call >= 0.5) {
+                println!("    {:>7.1}  {}", s.per_call, s.place);
+            }
+        }
+    }
+    Ok(())
 }

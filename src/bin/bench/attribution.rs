@@ -1,0 +1,220 @@
+//! Where a side's own instructions go: callgrind's count of each
+//! instruction of the benchmark's own binary (the C baselines, the Rust
+//! code and the libfabric call shims; the provider's code, in libfabric's
+//! shared object, is left out), given to the source function it was
+//! inlined from, as `addr2line` names it from the binary's line tables.
+//!
+//! An instruction inlined from the standard library goes to the innermost
+//! frame of this workspace's code (or of libfabric's headers, whose inline
+//! calls the C side makes) that it was inlined into.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+/// One source function's instructions per call.
+pub struct Share {
+    /// `function (file)`.
+    pub place: String,
+    pub per_call: f64,
+}
+
+/// The instructions of `exe`'s own code in a callgrind output written with
+/// `--dump-instr=yes --compress-pos=no --compress-strings=no`, per source
+/// function, per call (`calls` calls counted), largest first.
+pub fn shares(callgrind_out: &str, exe: &Path, calls: u64) -> Result<Vec<Share>, String> {
+    let costs = own_costs(callgrind_out, exe);
+    if costs.is_empty() {
+        return Err("callgrind counted no instruction of the benchmark's own code".into());
+    }
+    let mut addrs: Vec<u64> = costs.keys().copied().collect();
+    addrs.sort_unstable();
+    let frames = inline_frames(exe, &addrs)?;
+    let mut by_place: HashMap<String, u64> = HashMap::new();
+    for addr in &addrs {
+        let place = frames
+            .get(addr)
+            .map_or_else(|| format!("{addr:#x}"), |f| place_of(f));
+        *by_place.entry(place).or_default() += costs[addr];
+    }
+    let mut shares: Vec<Share> = by_place
+        .into_iter()
+        .map(|(place, n)| Share {
+            place,
+            per_call: n as f64 / calls as f64,
+        })
+        .collect();
+    shares.sort_by(|a, b| {
+        b.per_call
+            .total_cmp(&a.per_call)
+            .then(a.place.cmp(&b.place))
+    });
+    Ok(shares)
+}
+
+/// The self cost of each instruction of `exe`'s object: the cost lines of
+/// its functions, without the inclusive cost line that follows a `calls=`
+/// line.
+fn own_costs(text: &str, exe: &Path) -> HashMap<u64, u64> {
+    let exe = exe.to_string_lossy();
+    let mut costs = HashMap::new();
+    let (mut object, mut in_exe, mut after_calls) = (String::new(), false, false);
+    for line in text.lines() {
+        if let Some(ob) = line.strip_prefix("ob=") {
+            object = ob.to_string();
+        } else if line.starts_with("fn=") {
+            in_exe = object == exe;
+        } else if line.starts_with("calls=") {
+            after_calls = true;
+        } else if let Some(rest) = line.strip_prefix("0x") {
+            if std::mem::take(&mut after_calls) || !in_exe {
+                continue;
+            }
+            // "ADDR LINE COST"
+            let mut fields = rest.split_whitespace();
+            let addr = fields.next().and_then(|a| u64::from_str_radix(a, 16).ok());
+            let cost = fields.nth(1).and_then(|c| c.parse::<u64>().ok());
+            if let (Some(addr), Some(cost)) = (addr, cost) {
+                *costs.entry(addr).or_default() += cost;
+            }
+        }
+    }
+    costs
+}
+
+/// A source frame: its function and `file:line`.
+struct Frame {
+    function: String,
+    location: String,
+}
+
+/// The inline frames of each address, innermost first (`addr2line -i`).
+fn inline_frames(exe: &Path, addrs: &[u64]) -> Result<HashMap<u64, Vec<Frame>>, String> {
+    let mut frames = HashMap::new();
+    for chunk in addrs.chunks(512) {
+        let out = Command::new("addr2line")
+            .args(["-a", "-i", "-f", "-C", "-e"])
+            .arg(exe)
+            .args(chunk.iter().map(|a| format!("{a:#x}")))
+            .output()
+            .map_err(|e| format!("addr2line (apt-get install binutils): {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "addr2line: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        let mut current: Option<u64> = None;
+        while let Some(line) = lines.next() {
+            if let Some(hex) = line.strip_prefix("0x") {
+                current = u64::from_str_radix(hex, 16).ok();
+                continue;
+            }
+            let (Some(addr), Some(location)) = (current, lines.next()) else {
+                break;
+            };
+            frames.entry(addr).or_insert_with(Vec::new).push(Frame {
+                function: line.to_string(),
+                location: location.to_string(),
+            });
+        }
+    }
+    // "file:LINE" (with a discriminator after it, maybe), not "file:?".
+    let has_line = |f: &Frame| {
+        f.location
+            .rsplit_once(':')
+            .is_some_and(|(_, line)| line.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    if !frames.values().flatten().any(has_line) {
+        return Err("the benchmark has no line tables: build it with \
+                    CARGO_PROFILE_RELEASE_DEBUG=line-tables-only"
+            .into());
+    }
+    Ok(frames)
+}
+
+/// Where an instruction goes: the innermost frame of this workspace's code
+/// or of libfabric's headers, else the outermost frame.
+fn place_of(frames: &[Frame]) -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let own = |f: &&Frame| {
+        f.location.starts_with(root)
+            || f.location.contains("/rdma/fi_")
+            || f.location.contains("/libfabric-sys/")
+    };
+    let Some(frame) = frames.iter().find(own).or(frames.last()) else {
+        return "?".into();
+    };
+    let file = frame.location.rsplit('/').next().unwrap_or("?");
+    let file = file.split(':').next().unwrap_or(file);
+    format!("{} ({file})", short_name(&frame.function))
+}
+
+/// A function's path without its generic arguments, and only its last two
+/// segments (`CompletionQueue::read`); a trait method as its type's
+/// (`Completions::drop`).
+fn short_name(function: &str) -> String {
+    // "<path::Type<T> as path::Trait>::method": the type's path, then the
+    // method.
+    let function = match function
+        .strip_prefix('<')
+        .and_then(|f| f.split_once(" as "))
+    {
+        Some((ty, rest)) => format!("{ty}::{}", rest.rsplit("::").next().unwrap_or(rest)),
+        None => function.to_string(),
+    };
+    let mut bare = String::with_capacity(function.len());
+    let mut depth = 0usize;
+    for c in function.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => bare.push(c),
+            _ => {}
+        }
+    }
+    let segments: Vec<&str> = bare.split("::").filter(|s| !s.is_empty()).collect();
+    segments[segments.len().saturating_sub(2)..].join("::")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_loses_its_generics_and_its_crate_path() {
+        assert_eq!(
+            short_name("libfabric::cq::CompletionQueue<F,T>::finish_read"),
+            "CompletionQueue::finish_read"
+        );
+        assert_eq!(
+            short_name("<libfabric::cq::Completions<T> as core::ops::drop::Drop>::drop"),
+            "Completions::drop"
+        );
+        assert_eq!(short_name("bl_rma_one"), "bl_rma_one");
+    }
+
+    #[test]
+    fn only_the_self_cost_of_the_exes_own_functions_counts() {
+        let text = "\
+ob=/x/bench
+fn=f
+0x10 1 3
+calls=1 0x20
+0x11 1 500
+0x12 1 2
+ob=/usr/lib/libfabric.so
+fn=g
+0x10 1 7
+ob=/x/bench
+fn=h
+0x10 1 4
+";
+        let costs = own_costs(text, Path::new("/x/bench"));
+        assert_eq!(costs.get(&0x10), Some(&7));
+        assert_eq!(costs.get(&0x11), None, "the call's inclusive cost");
+        assert_eq!(costs.get(&0x12), Some(&2));
+    }
+}
