@@ -14,33 +14,54 @@ use std::time::Duration;
 
 /// The CPU clocks of a set of threads: this test's runtime workers (added as
 /// they start) and the test's own thread. Process-wide CPU time would count
-/// the other tests of this binary, which run beside this one.
+/// the other tests of this binary, which run beside this one. (The queue's
+/// waits start no thread: `AsyncEventQueue` waits on the workers, and tcp
+/// starts no progress thread for an fd wait object.)
 #[derive(Clone, Default)]
-struct ThreadClocks(Arc<Mutex<Vec<libc::clockid_t>>>);
+struct ThreadClocks(Arc<Mutex<Vec<(libc::clockid_t, Duration)>>>);
 
 impl ThreadClocks {
-    /// Adds the calling thread.
+    /// Adds the calling thread, with the CPU time it used until now.
     fn add_current(&self) {
         let mut clock: libc::clockid_t = 0;
         // SAFETY: pthread_self() is the calling thread, alive during the call;
         // `clock` is a valid place for the result.
         let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
         assert_eq!(rc, 0, "pthread_getcpuclockid: {rc}");
-        self.0.lock().unwrap().push(clock);
+        let now = cpu(clock).expect("the calling thread's CPU clock");
+        self.0.lock().unwrap().push((clock, now));
     }
 
-    /// The CPU time used so far by the threads added, of those still alive.
-    fn used(&self) -> Duration {
+    /// The CPU time each thread added so far has used, by clock.
+    fn snapshot(&self) -> Vec<(libc::clockid_t, Duration, Option<Duration>)> {
         let clocks = self.0.lock().unwrap();
         clocks
             .iter()
-            .filter_map(|&clock| {
-                nix::time::clock_gettime(nix::time::ClockId::from_raw(clock))
-                    .ok()
-                    .map(Duration::from)
+            .map(|&(c, at_start)| (c, at_start, cpu(c)))
+            .collect()
+    }
+
+    /// The CPU time the threads used since `before`: of each thread alive at
+    /// both times, the difference (from its start for a thread added since).
+    fn used_since(&self, before: &[(libc::clockid_t, Duration, Option<Duration>)]) -> Duration {
+        self.snapshot()
+            .into_iter()
+            .filter_map(|(clock, at_start, now)| {
+                let from = match before.iter().find(|b| b.0 == clock) {
+                    Some(&(_, _, then)) => then?,
+                    None => at_start,
+                };
+                Some(now?.saturating_sub(from))
             })
             .sum()
     }
+}
+
+/// A thread CPU clock's time; `None` once its thread has exited.
+fn cpu(clock: libc::clockid_t) -> Option<Duration> {
+    nix::time::clock_gettime(nix::time::ClockId::from_raw(clock))
+        .ok()
+        .map(Duration::from)
 }
 
 #[test]
@@ -68,9 +89,9 @@ fn an_idle_waiter_uses_no_cpu_and_wakes_on_an_event() {
             }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let before = clocks.used();
+        let before = clocks.snapshot();
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let used = clocks.used().saturating_sub(before);
+        let used = clocks.used_since(&before);
         assert!(
             used < Duration::from_millis(50),
             "an idle waiter used {used:?} of CPU in 500 ms"

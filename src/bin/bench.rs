@@ -60,10 +60,10 @@ Options:
                         each micro-benchmark, C and Rust, with valgrind's
                         callgrind; a full run prints them after the timings
                         (they do not depend on the load of the machine)
-  --where               with --instructions: for each per-call target
-                        missed, where the instructions of each side's own
-                        code go, per source function (needs line tables:
-                        CARGO_PROFILE_RELEASE_DEBUG=line-tables-only)
+  --where               with --instructions: for each per-call case run,
+                        where the instructions of each side's own code go,
+                        per source function (a run of its own per case
+                        and side: choose them with --cases and --providers)
   --providers P,P       the providers of the micro-benchmarks (default:
                         tcp,udp;ofi_rxd,tcp;ofi_rxm; quote the semicolons)
   --batches N,N         the batch sizes of the fi_cq_read case (default
@@ -239,7 +239,7 @@ fn main() {
                 print!("{}", report::instructions_text(&counted, &HashMap::new()));
                 print_missed_instructions(&counted);
                 if settings.attribute {
-                    if let Err(e) = print_where_missed(&counted) {
+                    if let Err(e) = print_where(&counted, &settings) {
                         fail(&e);
                     }
                 }
@@ -593,6 +593,15 @@ fn valgrind_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// The calls of a per-call case counted by callgrind.
+fn per_call_iters(s: &Settings) -> u64 {
+    if s.quick {
+        2_000
+    } else {
+        20_000
+    }
+}
+
 /// Instructions per call (or per wake-up, on the reading side) of each
 /// point of the matrix, C and Rust, counted by callgrind inside the side's
 /// function only (user space; the writer thread of a wake-up case is not
@@ -600,9 +609,13 @@ fn valgrind_available() -> bool {
 /// case's function also opens its queues and starts and joins its writer
 /// thread: it is counted at two numbers of wake-ups, and the difference
 /// divided by the difference of the numbers, so that only the wake-ups
-/// count.
+/// count. Each number is run twice and the fewer instructions kept: how
+/// the writer and the reader meet varies from run to run (a reader that
+/// parks once more than usual, a spurious wake), and that only ever adds
+/// work (one such run made tokio's wake-up on rxm 885 instructions where
+/// others made 802 to 806).
 fn instructions(s: &Settings) -> Result<Vec<Counted>, String> {
-    let per_call_iters: u64 = if s.quick { 2_000 } else { 20_000 };
+    let per_call_iters = per_call_iters(s);
     let wake_iters: u64 = if s.quick { 50 } else { 100 };
     let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
     let mut counted = Vec::new();
@@ -632,7 +645,8 @@ fn instructions(s: &Settings) -> Result<Vec<Counted>, String> {
                 Kind::PerCall => run(per_call_iters)? / per_call_iters as f64,
                 Kind::WakeUp => {
                     let (few, many) = (wake_iters, 3 * wake_iters);
-                    (run(many)? - run(few)?) / (many - few) as f64
+                    let fewest = |n: u64| -> Result<f64, String> { Ok(run(n)?.min(run(n)?)) };
+                    (fewest(many)? - fewest(few)?) / (many - few) as f64
                 }
             };
             done.insert(key, per_call[slot]);
@@ -717,20 +731,16 @@ fn callgrind(
     Ok(text)
 }
 
-/// `--where`: for each per-call point that missed its target, the
-/// instructions of each side's own code per source function.
-fn print_where_missed(counted: &[Counted]) -> Result<(), String> {
-    const ITERS: u64 = 20_000;
+/// `--where`: for each per-call point counted, the instructions of each
+/// side's own code per source function.
+fn print_where(counted: &[Counted], s: &Settings) -> Result<(), String> {
+    let iters = per_call_iters(s);
     let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
-    for c in counted.iter().filter(|c| c.met() == Some(false)) {
+    for c in counted {
         let Some(case) = CASES.iter().find(|k| k.name == c.name) else {
             continue;
         };
         if case.kind != Kind::PerCall {
-            println!(
-                "\n{}: a wake-up case; --where explains per-call cases",
-                c.key()
-            );
             continue;
         }
         println!(
@@ -746,7 +756,7 @@ fn print_where_missed(counted: &[Counted]) -> Result<(), String> {
                 &exe,
                 &side.to_lowercase(),
                 function,
-                ITERS,
+                iters,
                 &c.provider,
                 batch,
                 &[
@@ -755,7 +765,7 @@ fn print_where_missed(counted: &[Counted]) -> Result<(), String> {
                     "--compress-strings=no",
                 ],
             )?;
-            let shares = attribution::shares(&text, &exe, ITERS)?;
+            let shares = attribution::shares(&text, &exe, iters)?;
             let own: f64 = shares.iter().map(|s| s.per_call).sum();
             println!("  {side}: {own:.1}");
             for s in shares.iter().filter(|s| s.per_call >= 0.5) {

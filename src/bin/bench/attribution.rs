@@ -34,7 +34,8 @@ pub fn shares(callgrind_out: &str, exe: &Path, calls: u64) -> Result<Vec<Share>,
     for addr in &addrs {
         let place = frames
             .get(addr)
-            .map_or_else(|| format!("{addr:#x}"), |f| place_of(f));
+            .and_then(|f| place_of(f))
+            .unwrap_or_else(|| format!("{addr:#x} (no source)"));
         *by_place.entry(place).or_default() += costs[addr];
     }
     let mut shares: Vec<Share> = by_place
@@ -59,8 +60,13 @@ fn own_costs(text: &str, exe: &Path) -> HashMap<u64, u64> {
     let exe = exe.to_string_lossy();
     let mut costs = HashMap::new();
     let (mut object, mut in_exe, mut after_calls) = (String::new(), false, false);
+    // A cost line is the positions ("instr", maybe "line") then the events'
+    // counts, Ir first (the only event callgrind counts here).
+    let mut ir_field = 2;
     for line in text.lines() {
-        if let Some(ob) = line.strip_prefix("ob=") {
+        if let Some(positions) = line.strip_prefix("positions:") {
+            ir_field = positions.split_whitespace().count();
+        } else if let Some(ob) = line.strip_prefix("ob=") {
             object = ob.to_string();
         } else if line.starts_with("fn=") {
             in_exe = object == exe;
@@ -70,10 +76,10 @@ fn own_costs(text: &str, exe: &Path) -> HashMap<u64, u64> {
             if std::mem::take(&mut after_calls) || !in_exe {
                 continue;
             }
-            // "ADDR LINE COST"
+            // "ADDR [LINE] IR"
             let mut fields = rest.split_whitespace();
             let addr = fields.next().and_then(|a| u64::from_str_radix(a, 16).ok());
-            let cost = fields.nth(1).and_then(|c| c.parse::<u64>().ok());
+            let cost = fields.nth(ir_field - 1).and_then(|c| c.parse::<u64>().ok());
             if let (Some(addr), Some(cost)) = (addr, cost) {
                 *costs.entry(addr).or_default() += cost;
             }
@@ -121,35 +127,39 @@ fn inline_frames(exe: &Path, addrs: &[u64]) -> Result<HashMap<u64, Vec<Frame>>, 
             });
         }
     }
-    // "file:LINE" (with a discriminator after it, maybe), not "file:?".
+    // "file:LINE" (with a discriminator after it, maybe), not "file:?" or
+    // "??:0" (an address it could not place).
     let has_line = |f: &Frame| {
-        f.location
-            .rsplit_once(':')
-            .is_some_and(|(_, line)| line.starts_with(|c: char| c.is_ascii_digit()))
+        !f.location.starts_with("??")
+            && f.location
+                .rsplit_once(':')
+                .is_some_and(|(_, line)| line.starts_with(|c: char| c.is_ascii_digit()))
     };
     if !frames.values().flatten().any(has_line) {
-        return Err("the benchmark has no line tables: build it with \
-                    CARGO_PROFILE_RELEASE_DEBUG=line-tables-only"
+        return Err("the benchmark has no debug information: build it with the \
+                    workspace's release profile (debug = \"limited\")"
             .into());
     }
     Ok(frames)
 }
 
 /// Where an instruction goes: the innermost frame of this workspace's code
-/// or of libfabric's headers, else the outermost frame.
-fn place_of(frames: &[Frame]) -> String {
+/// or of libfabric's headers, else the outermost frame; `None` for an
+/// address addr2line could not place.
+fn place_of(frames: &[Frame]) -> Option<String> {
     let root = env!("CARGO_MANIFEST_DIR");
     let own = |f: &&Frame| {
         f.location.starts_with(root)
             || f.location.contains("/rdma/fi_")
             || f.location.contains("/libfabric-sys/")
     };
-    let Some(frame) = frames.iter().find(own).or(frames.last()) else {
-        return "?".into();
-    };
+    let frame = frames.iter().find(own).or(frames.last())?;
+    if frame.function.starts_with("??") {
+        return None;
+    }
     let file = frame.location.rsplit('/').next().unwrap_or("?");
     let file = file.split(':').next().unwrap_or(file);
-    format!("{} ({file})", short_name(&frame.function))
+    Some(format!("{} ({file})", short_name(&frame.function)))
 }
 
 /// A function's path without its generic arguments, and only its last two
@@ -158,12 +168,27 @@ fn place_of(frames: &[Frame]) -> String {
 fn short_name(function: &str) -> String {
     // "<path::Type<T> as path::Trait>::method": the type's path, then the
     // method.
+    let function = function.replace("->", "");
+    // "path::<impl Type<T>>::method": the type the impl block is of.
+    if let Some((_, imp)) = function.split_once("<impl ") {
+        let ty: String = imp
+            .chars()
+            .take_while(|c| !matches!(c, '<' | '>' | ' '))
+            .collect();
+        let method = function.rsplit("::").next().unwrap_or("");
+        if !ty.is_empty() && !method.contains('>') {
+            let ty = ty.rsplit("::").next().unwrap_or(&ty);
+            return format!("{ty}::{method}");
+        }
+    }
     let function = match function
         .strip_prefix('<')
-        .and_then(|f| f.split_once(" as "))
+        .and_then(|f| f.rsplit_once(" as "))
     {
+        // The type of the outermost "as" (nested: the inner one's type,
+        // with its own trait left in, cut below).
         Some((ty, rest)) => format!("{ty}::{}", rest.rsplit("::").next().unwrap_or(rest)),
-        None => function.to_string(),
+        None => function,
     };
     let mut bare = String::with_capacity(function.len());
     let mut depth = 0usize;
@@ -194,11 +219,28 @@ mod tests {
             "Completions::drop"
         );
         assert_eq!(short_name("bl_rma_one"), "bl_rma_one");
+        assert_eq!(
+            short_name("<<a::A as b::B>::C as d::D>::e"),
+            "C::e",
+            "the outermost trait's method, of the inner projection"
+        );
+        assert_eq!(
+            short_name("libfabric::ep::rma::<impl libfabric::ep::Endpoint<T>>::check_rma"),
+            "Endpoint::check_rma",
+            "a method of an inherent impl in another module"
+        );
+        assert_eq!(
+            short_name("x::run::<impl Fn() -> u32>"),
+            "x::run",
+            "an arrow in the generics"
+        );
     }
 
     #[test]
     fn only_the_self_cost_of_the_exes_own_functions_counts() {
         let text = "\
+positions: instr line
+events: Ir
 ob=/x/bench
 fn=f
 0x10 1 3
@@ -216,5 +258,8 @@ fn=h
         assert_eq!(costs.get(&0x10), Some(&7));
         assert_eq!(costs.get(&0x11), None, "the call's inclusive cost");
         assert_eq!(costs.get(&0x12), Some(&2));
+        // Without line numbers in the positions.
+        let text = "positions: instr\nob=/x/bench\nfn=f\n0x10 5\n";
+        assert_eq!(own_costs(text, Path::new("/x/bench")).get(&0x10), Some(&5));
     }
 }

@@ -193,8 +193,8 @@ fn time_cells(timed: &HashMap<String, Line>, key: &str) -> (String, String) {
 pub fn instructions_text(counted: &[Counted], timed: &HashMap<String, Line>) -> String {
     let mut out = String::from(
         "instructions: callgrind, user-space instructions per call (per wake-up on the reading \
-         side: the difference of two runs, of 3n and n wake-ups, over 2n); time: median of \
-         interleaved rounds, quartiles of the per-round ratios\n",
+         side: the difference of runs of 3n and n wake-ups, the fewer of two each, over 2n); \
+         time: median of interleaved rounds, quartiles of the per-round ratios\n",
     );
     let _ = writeln!(
         out,
@@ -334,7 +334,8 @@ pub fn markdown(
     if !counted.is_empty() {
         out.push_str(
             "\nUser-space instructions per call (per wake-up on the reading side: the \
-             difference of two runs, of 3n and n wake-ups, over 2n, which leaves out the \
+             difference of runs of 3n and n wake-ups, the fewer of two each, over 2n, which \
+             leaves out the \
              queues' setup and the writer thread's start), counted \
              by valgrind's callgrind inside each benchmark's function; they do not depend \
              on the load of the machine. Time: the Rust/C ratio of the timings above.\n\n\
