@@ -26,9 +26,10 @@
 //! and leaves with `lock sub` and nothing else: a writer does not sleep
 //! until the last reader wakes it, it waits for the readers to leave by
 //! looking at the count, backing off (a spin, then yields, then sleeps of
-//! up to a millisecond). Writers are endpoints' enables and closes, rare beside
-//! the reads, and the readers they wait for are reads (microseconds) and
-//! blocking waits, which the crate cuts into slices of at most 100 ms.
+//! up to a millisecond). Writers are endpoints' enables and closes, rare
+//! beside the reads, and the readers they wait for are reads
+//! (microseconds) and blocking waits, which the crate cuts into slices of
+//! at most 100 ms.
 //!
 //! An event queue holds one more, with nothing noted: its reads into small
 //! buffers hold it shared, and a raise of its connection data size takes

@@ -19,10 +19,7 @@ fn readers_race(small: bool, blocking: bool) {
     let fid = eq.fid();
     // Fewer under valgrind (tests/valgrind/run.sh sets it), whose one
     // thread at a time left the readers short of 200,000 in 20 s.
-    let n: u64 = std::env::var("EQ_READERS_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
+    let n = env_count("EQ_READERS_EVENTS", 200_000);
     let stop = Arc::new(AtomicBool::new(false));
     let got = Arc::new(AtomicU64::new(0));
     let sum = Arc::new(AtomicU64::new(0));

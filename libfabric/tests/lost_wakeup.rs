@@ -25,19 +25,13 @@ use std::time::{Duration, Instant};
 
 /// Events per run (`LOST_WAKEUP_EVENTS`, default 10,000).
 fn events() -> u64 {
-    std::env::var("LOST_WAKEUP_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000)
+    env_count("LOST_WAKEUP_EVENTS", 10_000)
 }
 /// How long a wait may see nothing before the queue is looked at.
 const STALL: Duration = Duration::from_millis(20);
 
-fn reps() -> usize {
-    std::env::var("LOST_WAKEUP_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5)
+fn reps() -> u64 {
+    env_count("LOST_WAKEUP_REPS", 5)
 }
 
 /// One run: a writer thread writes EVENTS notify events, each as soon as

@@ -103,7 +103,7 @@ struct Settings {
     markdown: Option<String>,
     plot: Option<String>,
     instructions: bool,
-    /// `--where`: attribute the instructions of the targets missed.
+    /// `--where`: attribute the instructions of each per-call case run.
     attribute: bool,
     providers: Vec<String>,
     batches: Vec<usize>,
@@ -638,8 +638,16 @@ fn instructions(s: &Settings) -> Result<Vec<Counted>, String> {
                 continue;
             }
             let run = |iters: u64| {
-                callgrind_total(&exe, side, function, iters, point.provider, batch)
-                    .map_err(|e| format!("{}: {e}", point.key()))
+                CaseRun {
+                    exe: &exe,
+                    side,
+                    function,
+                    iters,
+                    provider: point.provider,
+                    batch,
+                }
+                .total()
+                .map_err(|e| format!("{}: {e}", point.key()))
             };
             per_call[slot] = match case.kind {
                 Kind::PerCall => run(per_call_iters)? / per_call_iters as f64,
@@ -669,66 +677,71 @@ fn instructions(s: &Settings) -> Result<Vec<Counted>, String> {
     Ok(counted)
 }
 
-/// The instructions callgrind counts in `side`'s `function` over one run
-/// of `iters` calls (or wake-ups).
-fn callgrind_total(
-    exe: &std::path::Path,
-    side: &str,
-    function: &str,
+/// One run of one side of a case under callgrind: `bench case SIDE
+/// FUNCTION ITERS PROVIDER BATCH`, counted inside that function only.
+struct CaseRun<'a> {
+    exe: &'a std::path::Path,
+    /// `c` or `rust`.
+    side: &'a str,
+    function: &'a str,
     iters: u64,
-    provider: &str,
+    provider: &'a str,
     batch: usize,
-) -> Result<f64, String> {
-    callgrind(exe, side, function, iters, provider, batch, &[])?
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("totals:")
-                .or_else(|| l.strip_prefix("summary:"))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| "no instruction total in callgrind's output".to_string())
 }
 
-/// Callgrind's output for one run of `side`'s `function` (`bench case`),
-/// counting inside that function only; `options` are callgrind's.
-fn callgrind(
-    exe: &std::path::Path,
-    side: &str,
-    function: &str,
-    iters: u64,
-    provider: &str,
-    batch: usize,
-    options: &[&str],
-) -> Result<String, String> {
-    let out = std::env::temp_dir().join(format!(
-        "bench-callgrind-{}-{function}-{side}-{iters}.out",
-        std::process::id(),
-    ));
-    let run = Command::new("valgrind")
-        .arg("--tool=callgrind")
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(format!("--toggle-collect=*micro::{side}_{function}*"))
-        .args(options)
-        .arg(exe)
-        .args([
-            "case",
+impl CaseRun<'_> {
+    /// The instructions callgrind counts over the run.
+    fn total(&self) -> Result<f64, String> {
+        self.callgrind(&[])?
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("totals:")
+                    .or_else(|| l.strip_prefix("summary:"))
+            })
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .ok_or_else(|| "no instruction total in callgrind's output".to_string())
+    }
+
+    /// Callgrind's output for the run; `options` are callgrind's.
+    fn callgrind(&self, options: &[&str]) -> Result<String, String> {
+        let CaseRun {
+            exe,
             side,
             function,
-            &iters.to_string(),
+            iters,
             provider,
-            &batch.to_string(),
-        ])
-        .output()
-        .map_err(|e| format!("valgrind (apt-get install valgrind): {e}"))?;
-    let text = std::fs::read_to_string(&out).unwrap_or_default();
-    let _ = std::fs::remove_file(&out);
-    if !run.status.success() {
-        return Err(format!(
-            "valgrind: {}",
-            String::from_utf8_lossy(&run.stderr)
+            batch,
+        } = *self;
+        let out = std::env::temp_dir().join(format!(
+            "bench-callgrind-{}-{function}-{side}-{iters}.out",
+            std::process::id(),
         ));
+        let run = Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(format!("--toggle-collect=*micro::{side}_{function}*"))
+            .args(options)
+            .arg(exe)
+            .args([
+                "case",
+                side,
+                function,
+                &iters.to_string(),
+                provider,
+                &batch.to_string(),
+            ])
+            .output()
+            .map_err(|e| format!("valgrind (apt-get install valgrind): {e}"))?;
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let _ = std::fs::remove_file(&out);
+        if !run.status.success() {
+            return Err(format!(
+                "valgrind: {}",
+                String::from_utf8_lossy(&run.stderr)
+            ));
+        }
+        Ok(text)
     }
-    Ok(text)
 }
 
 /// `--where`: for each per-call point counted, the instructions of each
@@ -750,24 +763,23 @@ fn print_where(counted: &[Counted], s: &Settings) -> Result<(), String> {
             c.c,
             c.rust
         );
-        let batch = c.batch.unwrap_or(micro::CQ_BATCH);
-        for (side, function) in [("C", case.c_id), ("Rust", case.id)] {
-            let text = callgrind(
-                &exe,
-                &side.to_lowercase(),
+        for (name, side, function) in [("C", "c", case.c_id), ("Rust", "rust", case.id)] {
+            let run = CaseRun {
+                exe: &exe,
+                side,
                 function,
                 iters,
-                &c.provider,
-                batch,
-                &[
-                    "--dump-instr=yes",
-                    "--compress-pos=no",
-                    "--compress-strings=no",
-                ],
-            )?;
+                provider: &c.provider,
+                batch: c.batch.unwrap_or(micro::CQ_BATCH),
+            };
+            let text = run.callgrind(&[
+                "--dump-instr=yes",
+                "--compress-pos=no",
+                "--compress-strings=no",
+            ])?;
             let shares = attribution::shares(&text, &exe, iters)?;
             let own: f64 = shares.iter().map(|s| s.per_call).sum();
-            println!("  {side}: {own:.1}");
+            println!("  {name}: {own:.1}");
             for s in shares.iter().filter(|s| s.per_call >= 0.5) {
                 println!("    {:>7.1}  {}", s.per_call, s.place);
             }

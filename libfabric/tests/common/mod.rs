@@ -16,6 +16,15 @@ use libfabric::{
 };
 use std::time::{Duration, Instant};
 
+/// A count the environment may set (`name`), else `default`: smaller runs
+/// under valgrind, longer ones to hunt a race.
+pub fn env_count(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub fn provider() -> String {
     std::env::var("LIBFABRIC_TEST_PROVIDER").unwrap_or_else(|_| "tcp".into())
 }

@@ -335,9 +335,8 @@ pub fn markdown(
         out.push_str(
             "\nUser-space instructions per call (per wake-up on the reading side: the \
              difference of runs of 3n and n wake-ups, the fewer of two each, over 2n, which \
-             leaves out the \
-             queues' setup and the writer thread's start), counted \
-             by valgrind's callgrind inside each benchmark's function; they do not depend \
+             leaves out the queues' setup and the writer thread's start), counted by \
+             valgrind's callgrind inside each benchmark's function; they do not depend \
              on the load of the machine. Time: the Rust/C ratio of the timings above.\n\n\
              | case | provider | batch | C | Rust | Rust/C | target | met | time | quartiles |\n\
              |---|---|---:|---:|---:|---:|---:|---|---:|---:|\n",
