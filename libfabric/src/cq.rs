@@ -857,8 +857,9 @@ impl CqInner {
 /// A read call's result, as `CqInner::counted_read` counted it: the
 /// call's return and, for a batch of completions (a positive return), the
 /// epoch the batch entered (0 otherwise: no epoch is made up for the empty
-/// read a polling loop sees most). Two words, so that it is returned in
-/// registers from the out-of-line count of a batch.
+/// read a polling loop sees most). Two words, so that it is returned and
+/// passed on in registers (from a serialized read's out-of-line count, to
+/// the out-of-line decode of `CompletionQueue::read`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CountedRead {
     ret: isize,
@@ -945,28 +946,38 @@ impl CqInner {
 
     /// The read's batch counted (see `counted_read`), then the progress
     /// guard released. The empty read, what a polling loop sees most, is
-    /// told first and inline; every other return out of line, so that a
-    /// loop around the read keeps only what the empty read needs in its
-    /// registers.
+    /// told first and inline. Any other return of a guarded read is
+    /// counted inline too, before its guard is released; a serialized
+    /// read's (no guard) out of line, so that its loop keeps only what the
+    /// empty read needs in its registers (counted inline, its batch test
+    /// came before the empty read's).
     #[inline(always)]
     fn count(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
         if is_again(ret) {
             drop(progress);
             return CountedRead::other(ret);
         }
-        self.count_returned(ret, progress)
+        match progress {
+            Some(_) => self.count_returned(ret, progress),
+            None => self.count_unguarded(ret),
+        }
     }
 
-    /// `count` of any return but the empty read's.
+    /// `count_returned` of a read without a guard (a serialized model's).
     #[inline(never)]
+    fn count_unguarded(&self, ret: isize) -> CountedRead {
+        self.count_returned(ret, None)
+    }
+
+    /// `count` of any return but the empty read's: a batch of completions
+    /// (a positive return) is counted in the current epoch, under the
+    /// guard if there is one, which is then released; any other return
+    /// enters none (0).
+    #[inline(always)]
     fn count_returned(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
-        if ret > 0 {
-            let epoch = self.epochs.enter();
-            drop(progress);
-            return CountedRead { ret, epoch };
-        }
+        let epoch = if ret > 0 { self.epochs.enter() } else { 0 };
         drop(progress);
-        CountedRead::other(ret)
+        CountedRead { ret, epoch }
     }
 
     /// Before a read whose progress lock noted something: refuses the
@@ -1186,14 +1197,25 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         match self.read_raw(buf)? {
             // The empty queue first: what a polling loop sees most.
             read if is_again(read.ret()) => Ok(CqRead::Empty),
-            read => self.finish_read(read, buf, "fi_cq_read"),
+            read => self.read_returned(read, buf),
         }
     }
 
-    /// A counted read of `call` decoded, its error entry read: the reads'
-    /// result once the queue was not found empty. Out of line (see
-    /// `CqInner::count`).
+    /// `finish_read` of `fi_cq_read`, out of line (see `CqInner::count`),
+    /// with its arguments in registers.
     #[inline(never)]
+    fn read_returned<'b>(
+        &'b self,
+        read: CountedRead,
+        buf: &'b mut [F::Entry],
+    ) -> Result<CqRead<'b, F::Entry>> {
+        self.finish_read(read, buf, "fi_cq_read")
+    }
+
+    /// A counted read of `call` decoded, its error entry read: the reads'
+    /// result once the queue was not found empty. Inline, so that
+    /// `read_returned` of every format is one call.
+    #[inline(always)]
     fn finish_read<'b>(
         &'b self,
         read: CountedRead,
