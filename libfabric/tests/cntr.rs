@@ -873,6 +873,7 @@ fn ten_thousand_adds_waited_for_one_by_one_none_lost() {
 }
 
 #[test]
+#[cfg(feature = "tokio")]
 fn ten_thousand_adds_awaited_by_a_tokio_task_none_lost() {
     if !has_counters() {
         return;
@@ -935,6 +936,7 @@ fn ten_thousand_adds_awaited_by_a_tokio_task_none_lost() {
 
 /// Polls `fut` to its end on this thread, outside any tokio runtime (an
 /// executor of another kind), parking between wake-ups.
+#[cfg(feature = "tokio")]
 fn block_on_outside_tokio<F: std::future::Future>(fut: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
@@ -957,6 +959,7 @@ fn block_on_outside_tokio<F: std::future::Future>(fut: F) -> F::Output {
 }
 
 #[test]
+#[cfg(feature = "tokio")]
 fn an_async_counter_wait_polled_outside_its_runtime_waits_or_errs() {
     if !has_counters() {
         return;

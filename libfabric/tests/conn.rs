@@ -9,6 +9,7 @@ mod common;
 use common::*;
 use libfabric::conn::{ConnConfig, Rdm};
 use libfabric::cq::{CompletionFlags, CqAttr, Msg, MsgEntry};
+#[cfg(feature = "tokio")]
 use libfabric::tokio::{AsyncConnection, AsyncListener};
 use libfabric::wait::{WaitObj, Waitable};
 use libfabric::{Connection, Errno, Error, Listener};
@@ -22,6 +23,7 @@ fn listen() -> (libfabric::Fabric, Listener) {
     (fabric, listener)
 }
 
+#[cfg(feature = "tokio")]
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -30,6 +32,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// A listener on the suite's node, and the hints that name it.
+#[cfg(feature = "tokio")]
 fn async_listener() -> (AsyncListener, libfabric::Hints) {
     let hints = provider_hints().node(node()).service(0);
     let listener = AsyncListener::bind(&hints).expect("listen");
@@ -38,6 +41,7 @@ fn async_listener() -> (AsyncListener, libfabric::Hints) {
 }
 
 /// A connection accepted by `listener` and the one that made it.
+#[cfg(feature = "tokio")]
 async fn async_pair(
     listener: &AsyncListener,
     peer: &libfabric::Hints,
@@ -193,6 +197,7 @@ fn a_separate_receive_queue_gets_the_receives() {
 }
 
 #[test]
+#[cfg(feature = "tokio")]
 fn async_connections_exchange_data_and_report_a_rejection() {
     skip_unless_msg!();
     runtime().block_on(async {
@@ -324,6 +329,7 @@ fn a_wait_for_a_completion_ends_when_the_peer_goes_away() {
 }
 
 #[test]
+#[cfg(feature = "tokio")]
 fn an_async_wait_for_a_completion_ends_when_the_peer_goes_away() {
     skip_unless_msg!();
     runtime().block_on(async {
@@ -347,6 +353,7 @@ fn an_async_wait_for_a_completion_ends_when_the_peer_goes_away() {
 }
 
 #[test]
+#[cfg(feature = "tokio")]
 fn tokio_runtimes_without_their_drivers_are_typed_errors() {
     skip_unless_msg!();
     // Without the I/O driver no queue can be registered.

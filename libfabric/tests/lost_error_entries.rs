@@ -230,6 +230,7 @@ impl Cancelling {
 /// Rounds of cancelled receives: the empty result showed after 20 to 45
 /// rounds. Each close of the blocking test waits up to 100 ms for the
 /// read's slice (the progress lock).
+#[cfg(feature = "tokio")]
 const ROUNDS: usize = 60;
 const BLOCKING_ROUNDS: usize = 40;
 

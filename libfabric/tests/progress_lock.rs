@@ -9,6 +9,7 @@ mod common;
 
 use common::*;
 use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
+#[cfg(feature = "tokio")]
 use libfabric::tokio::AsyncCompletionQueue;
 use libfabric::wait::{WaitObj, Waitable, Waiter};
 use libfabric::{
@@ -105,7 +106,9 @@ fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
             CompletionQueue::<Msg>::open(&domain, &CqAttr::new().size(256)).unwrap()
         }
     };
-    // An async read, where the queue has a pollable fd.
+    // An async read, where the queue has a pollable fd (with the tokio
+    // feature).
+    #[cfg(feature = "tokio")]
     let (acq, cq) = match cq.wait_fd().map(|_| ()) {
         Ok(()) => {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -117,11 +120,14 @@ fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
         }
         Err(_) => (None, Some(cq)),
     };
+    #[cfg(feature = "tokio")]
     let cq: &CompletionQueue<Msg> = match (&acq, &cq) {
         (Some((_, a)), _) => a.get_ref(),
         (_, Some(c)) => c,
         _ => unreachable!(),
     };
+    #[cfg(not(feature = "tokio"))]
+    let cq = &cq;
     let cntr = match Counter::open(&domain, &CntrAttr::new()) {
         Ok(c) => Some(c),
         Err(e) => {
@@ -186,6 +192,7 @@ fn reads_and_waits_on_many_threads_while_bound_endpoints_enable_and_close() {
                 }
             });
         }
+        #[cfg(feature = "tokio")]
         if let Some((rt, acq)) = &acq {
             s.spawn(|| {
                 rt.block_on(async {
