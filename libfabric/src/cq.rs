@@ -947,10 +947,9 @@ impl CqInner {
     /// The read's batch counted (see `counted_read`), then the progress
     /// guard released. The empty read, what a polling loop sees most, is
     /// told first and inline. Any other return of a guarded read is
-    /// counted inline too, before its guard is released; a serialized
-    /// read's (no guard) out of line, so that its loop keeps only what the
-    /// empty read needs in its registers (counted inline, its batch test
-    /// came before the empty read's).
+    /// counted inline too, before its guard is released. A serialized
+    /// read's (no guard) is counted out of line: inline, the compiler
+    /// tested for a batch before testing for the empty read.
     #[inline(always)]
     fn count(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
         if is_again(ret) {

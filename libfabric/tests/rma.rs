@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fabric_domain, msg_capable, node, provider, test_name};
+use common::{fabric_domain, is_iwarp, msg_capable, node, provider, test_name};
 use libfabric::conn::ConnConfig;
 use libfabric::cq::{Addr, CompletionFlags, Data};
 use libfabric::info::{Caps, EpType, Mode};
@@ -1199,7 +1199,7 @@ fn a_pool_with_remote_access_is_refused() {
 /// (soft-iWARP pins the pages of a registration, and the guest's
 /// locked-memory limit is 8 MiB: `fi_mr_reg` failed with `-FI_ENOMEM`).
 fn big_len(a: &Side) -> usize {
-    let cap = if std::env::var("LIBFABRIC_TEST_IWARP").as_deref() == Ok("1") {
+    let cap = if is_iwarp() {
         1 << 20
     } else if provider() == "verbs" {
         4 << 20
