@@ -13,7 +13,7 @@
 use libfabric::cq::Addr;
 use libfabric::cq::{CqAttr, CqRead, Msg, MsgEntry};
 use libfabric::ep::{socket_addr, CqBind};
-use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
+use libfabric::eq::{Entry, EqAttr, EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType, Info};
 use libfabric::mr::{MemoryRegion, MrAccess};
 use libfabric::wait::{trywait, TryWait, WaitObj, Waiter, Wake};
@@ -121,7 +121,7 @@ fn event_queue_reads_and_writes_allocate_nothing() {
         assert!(matches!(eq.read(&mut buf), Ok(EqRead::Empty)));
         eq.write_notify(fid, 7, i).unwrap();
         assert!(matches!(eq.read(&mut buf), Ok(EqRead::Event(Event::Notify(e))) if e.data == i));
-        eq.write_notify(fid, 7, i).unwrap();
+        eq.write_entry(&Entry::new(fid, 7, i)).unwrap();
         let read = eq.sread(&mut buf, Some(Duration::from_secs(1)));
         assert!(matches!(read, Ok(EqRead::Event(Event::Notify(e))) if e.data == i));
     };

@@ -35,7 +35,7 @@ use libfabric_sys::fabric as sys;
 use std::ffi::c_void;
 use std::fmt;
 use std::mem::size_of;
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -97,7 +97,8 @@ impl EqAttr {
     }
 
     /// `FI_WRITE`: the application inserts its own events with
-    /// [`EventQueue::write_notify`]. Without it, writes are refused.
+    /// [`EventQueue::write_entry`] or [`EventQueue::write_notify`]. Without
+    /// it, writes are refused.
     #[must_use]
     pub fn write(mut self, enable: bool) -> Self {
         if enable {
@@ -217,7 +218,6 @@ pub(crate) struct EqInner {
     /// `wait_obj` can block an `sread` (`WaitObj::can_sread`), worked out
     /// once: one test per `sread`.
     blocks: bool,
-    writable: bool,
     /// Largest connection data any endpoint bound to the queue may carry
     /// (see [`admit_cm_data`](Self::admit_cm_data)).
     pub(crate) max_cm_data: AtomicUsize,
@@ -228,10 +228,6 @@ pub(crate) struct EqInner {
     /// Held across every read call of the queue on a provider whose reads
     /// race each other ([`crate::quirks::reads_its_eq_unlocked`]).
     serial_reads: Option<Mutex<()>>,
-    /// The connection data capacity from which a read goes straight to the
-    /// provider: [`DEFAULT_CM_DATA_CAPACITY`], or none (`usize::MAX`) when
-    /// reads are serialized.
-    unchecked_from: usize,
     pub(crate) registry: Registry,
     /// Every passive endpoint bound to the queue, closed just before it
     /// (see the `pep` module: the provider may still deliver requests to
@@ -420,6 +416,42 @@ impl Drop for EqInner {
 #[derive(Clone)]
 pub struct EventQueue {
     pub(crate) inner: Arc<EqInner>,
+    hot: HotFacts,
+}
+
+/// What every read or write of a queue looks at and nothing changes after
+/// the open, copied into each handle: a loop over a `&EventQueue` keeps
+/// them in registers, where those behind the `Arc` are loaded again after
+/// every call into the provider.
+#[derive(Clone, Copy)]
+struct HotFacts {
+    /// `inner.fid`'s object.
+    raw: NonNull<sys::fid_eq>,
+    /// The connection data capacity from which a read goes straight to the
+    /// provider: [`DEFAULT_CM_DATA_CAPACITY`], or none (`usize::MAX`) when
+    /// reads are serialized (`EqInner::serial_reads`).
+    unchecked_from: usize,
+    /// Opened with `FI_WRITE`.
+    writable: bool,
+}
+
+// SAFETY: an address and two values that never change. The object it
+// points to is used only through calls `EqInner`'s fid allows from any
+// thread (see `OwnedFid`'s Send and Sync), and stays open while the handle
+// holding this lives: the handle holds the `Arc<EqInner>` whose fid closes
+// it, so only the end of the last handle closes it, by value: its close
+// (`EventQueue::close`, `fid::close_last`; one refused hands back the same
+// open queue) or its drop.
+unsafe impl Send for HotFacts {}
+// SAFETY: as above.
+unsafe impl Sync for HotFacts {}
+
+impl EventQueue {
+    /// The object, from the handle (`HotFacts`).
+    #[inline(always)]
+    fn raw(&self) -> *mut sys::fid_eq {
+        self.hot.raw.as_ptr()
+    }
 }
 
 /// A caller-owned buffer for one event, reused across reads so that reading
@@ -616,8 +648,9 @@ impl ErrDataBuf {
     }
 }
 
-/// A plain event entry (`struct fi_eq_entry`), read in place from the
-/// [`EventBuf`] it was read into (copy it to keep it past the next read).
+/// A plain event entry (`struct fi_eq_entry`): read in place from the
+/// [`EventBuf`] it was read into (copy it to keep it past the next read), or
+/// written as it is ([`EventQueue::write_entry`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 #[repr(C)]
@@ -630,8 +663,17 @@ pub struct Entry {
     pub data: u64,
 }
 
-// An Entry is an fi_eq_entry read in place (`EventBuf::entry`): the same
-// size and fields at the same offsets, each of the same size.
+impl Entry {
+    /// An entry of these fields, for [`EventQueue::write_entry`].
+    #[must_use]
+    pub fn new(fid: Fid, context: usize, data: u64) -> Self {
+        Entry { fid, context, data }
+    }
+}
+
+// An Entry is an fi_eq_entry read in place (`EventBuf::entry`) and written
+// as it is (`EventQueue::write_entry`): the same size and fields at the
+// same offsets, each of the same size.
 const _: () = {
     use std::mem::offset_of;
     assert!(size_of::<Entry>() == size_of::<sys::fi_eq_entry>());
@@ -875,6 +917,15 @@ impl EventQueue {
             query_wait_obj(fid.fid(), wait_obj).raw(),
         )?;
         let serial_reads = crate::quirks::reads_its_eq_unlocked(&fabric.inner.provider);
+        let hot = HotFacts {
+            raw: fid.as_non_null(),
+            unchecked_from: if serial_reads {
+                usize::MAX
+            } else {
+                DEFAULT_CM_DATA_CAPACITY
+            },
+            writable: attr.flags & sys::FI_WRITE != 0,
+        };
         Ok(EventQueue {
             inner: Arc::new(EqInner {
                 fid,
@@ -882,18 +933,13 @@ impl EventQueue {
                 _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
                 wait_obj,
                 blocks: wait_obj.can_sread(),
-                writable: attr.flags & sys::FI_WRITE != 0,
                 max_cm_data: AtomicUsize::new(0),
                 small_reads: ProgressLock::default(),
                 serial_reads: serial_reads.then(|| Mutex::new(())),
-                unchecked_from: if serial_reads {
-                    usize::MAX
-                } else {
-                    DEFAULT_CM_DATA_CAPACITY
-                },
                 registry: Registry::default(),
                 peps: Mutex::new(Vec::new()),
             }),
+            hot,
         })
     }
 
@@ -906,7 +952,7 @@ impl EventQueue {
     /// The raw `fid_eq`.
     #[must_use]
     pub fn as_raw(&self) -> *mut sys::fid_eq {
-        self.inner.fid.as_ptr()
+        self.raw()
     }
 
     /// `fi_eq_read`: the next event, without blocking.
@@ -943,7 +989,7 @@ impl EventQueue {
     /// One `fi_eq_read`, undecoded: (return value, event type).
     #[inline]
     pub(crate) fn read_raw(&self, buf: &mut EventBuf, flags: u64) -> Result<(isize, u32)> {
-        if buf.cm_data_capacity() < self.inner.unchecked_from {
+        if buf.cm_data_capacity() < self.hot.unchecked_from {
             return self.read_checked(buf, flags);
         }
         Ok(self.read_unchecked(buf, flags))
@@ -975,7 +1021,7 @@ impl EventQueue {
         // event receives the type.
         let ret = unsafe {
             sys::fi_eq_read(
-                self.inner.fid.as_ptr(),
+                self.raw(),
                 &mut event,
                 buf.words.as_mut_ptr().cast(),
                 buf.len(),
@@ -1051,7 +1097,7 @@ impl EventQueue {
                 actual: self.inner.wait_obj,
             });
         }
-        if buf.cm_data_capacity() < self.inner.unchecked_from {
+        if buf.cm_data_capacity() < self.hot.unchecked_from {
             return self.sread_checked(buf, timeout, flags);
         }
         // Only a timed wait reads the clock: for the time left after an
@@ -1091,7 +1137,7 @@ impl EventQueue {
         // timeout ms.
         let ret = unsafe {
             sys::fi_eq_sread(
-                self.inner.fid.as_ptr(),
+                self.raw(),
                 &mut event,
                 buf.words.as_mut_ptr().cast(),
                 buf.len(),
@@ -1184,31 +1230,62 @@ impl EventQueue {
         read_err(&self.inner, buf)
     }
 
-    /// `fi_eq_write` of an `FI_NOTIFY` event (a `struct fi_eq_entry`). Needs
-    /// a queue opened with [`EqAttr::write`].
+    /// `fi_eq_write` of an `FI_NOTIFY` event (a `struct fi_eq_entry`) of
+    /// these fields: [`write_entry`](Self::write_entry) of
+    /// `Entry::new(fid, context, data)`. Needs a queue opened with
+    /// [`EqAttr::write`].
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] on a queue opened without it;
-    /// [`Error::Call`] when `fi_eq_write` fails, or with `FI_EIO` when it
-    /// wrote less than the whole entry.
+    /// As [`write_entry`](Self::write_entry).
     #[doc(alias = "fi_eq_write")]
     #[inline]
     pub fn write_notify(&self, fid: Fid, context: usize, data: u64) -> Result<()> {
-        if !self.inner.writable {
+        self.write_entry(&Entry::new(fid, context, data))
+    }
+
+    /// `fi_eq_write` of an `FI_NOTIFY` event: `entry` as it is, which a
+    /// read hands back as [`Event::Notify`]. Needs a queue opened with
+    /// [`EqAttr::write`]. An entry kept across writes, of which only a field
+    /// changes, is written as C writes its `struct fi_eq_entry`; an entry a
+    /// read of another queue handed out may be passed on as it is.
+    ///
+    /// ```
+    /// use libfabric::{info::{getinfo, Hints}, eq::{EqAttr, Entry, Event, EventBuf, EqRead}, EventQueue, Fabric};
+    /// let list = getinfo(&Hints::new().provider("tcp").node("127.0.0.1"))?;
+    /// let fabric = Fabric::open(list.first().unwrap())?;
+    /// let eq = EventQueue::open(&fabric, &EqAttr::new().write(true))?;
+    /// let mut buf = EventBuf::new();
+    /// let mut entry = Entry::new(eq.fid(), 7, 0);
+    /// for i in 0..3 {
+    ///     entry.data = i;
+    ///     eq.write_entry(&entry)?;
+    ///     match eq.read(&mut buf)? {
+    ///         EqRead::Event(Event::Notify(got)) => assert_eq!(*got, entry),
+    ///         other => panic!("unexpected {other:?}"),
+    ///     }
+    /// }
+    /// # Ok::<(), libfabric::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] on a queue opened without
+    /// [`EqAttr::write`]; [`Error::Call`] when `fi_eq_write` fails, or with
+    /// `FI_EIO` when it wrote less than the whole entry.
+    #[doc(alias = "fi_eq_write")]
+    #[inline]
+    pub fn write_entry(&self, entry: &Entry) -> Result<()> {
+        if !self.hot.writable {
             return Err(not_writable());
         }
-        let entry = sys::fi_eq_entry {
-            fid: fid.0 as *mut sys::fid,
-            context: context as *mut c_void,
-            data,
-        };
         // SAFETY: fi_eq_write(3) copies len bytes of the entry into the
-        // queue; the fid is only data to the provider for user events.
+        // queue: an Entry is a whole fi_eq_entry (its layout, asserted
+        // below Entry). The fid is only data to the provider for an
+        // application's event.
         let ret = unsafe {
             sys::fi_eq_write(
-                self.inner.fid.as_ptr(),
+                self.raw(),
                 sys::FI_NOTIFY,
-                (&entry as *const sys::fi_eq_entry).cast(),
+                (entry as *const Entry).cast(),
                 size_of::<sys::fi_eq_entry>(),
                 0,
             )
@@ -1229,7 +1306,7 @@ impl EventQueue {
             // into buf; err_data is passed back as the error entry gave it.
             unsafe {
                 sys::fi_eq_strerror(
-                    self.inner.fid.as_ptr(),
+                    self.raw(),
                     err.prov_errno,
                     err.provided.as_ptr().cast(),
                     buf,
@@ -1279,10 +1356,11 @@ impl EventQueue {
     /// [`Error::Call`] when `fi_close` fails. The queue comes back with the
     /// error, still open.
     pub fn close(self) -> Handback<Self> {
+        let hot = self.hot;
         close_last(
             self.inner,
             ObjectKind::EventQueue,
-            |inner| EventQueue { inner },
+            |inner| EventQueue { inner, hot },
             |i| {
                 i.drain();
                 i.fid.close()
@@ -1383,28 +1461,28 @@ pub(crate) fn decode<'b>(
     how: ReadCall,
 ) -> Result<EqRead<'b>> {
     // The lengths are compared signed: a negative code is below any.
-    if event == sys::FI_CONNREQ {
-        if ret >= CM_ENTRY_LEN && ret as usize <= buf.len() {
-            // SAFETY: the provider wrote ret bytes, at least the fixed part
-            // of an fi_eq_cm_entry and no more than the buffer holds, at the
-            // start of the u64-aligned buffer.
-            let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
-            // A read hands the fi_info to the application, which must free
-            // it (fi_eq(3)) and answer the request (decode_slow); a peek
-            // leaves both with the queue. Providers always give a request
-            // one: a NULL one was written by the application.
-            if e.info.is_null() || how.peek() {
-                let fid = Fid::from_raw(e.fid);
-                return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
-                    fid,
-                    data: &buf.as_bytes()[size_of::<sys::fi_eq_cm_entry>()..ret as usize],
-                })));
-            }
+    if event == sys::FI_NOTIFY {
+        if ret >= ENTRY_LEN {
+            // The provider wrote at least a full fi_eq_entry (ret).
+            let buf: &'b EventBuf = buf;
+            return Ok(EqRead::Event(Event::Notify(buf.entry())));
         }
-    } else if event == sys::FI_NOTIFY && ret >= ENTRY_LEN {
-        // The provider wrote at least a full fi_eq_entry (ret).
-        let buf: &'b EventBuf = buf;
-        return Ok(EqRead::Event(Event::Notify(buf.entry())));
+    } else if ret >= CM_ENTRY_LEN && ret as usize <= buf.len() && event == sys::FI_CONNREQ {
+        // SAFETY: the provider wrote ret bytes, at least the fixed part of
+        // an fi_eq_cm_entry and no more than the buffer holds, at the start
+        // of the u64-aligned buffer.
+        let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
+        // A read hands the fi_info to the application, which must free it
+        // (fi_eq(3)) and answer the request (decode_slow); a peek leaves
+        // both with the queue. Providers always give a request one: a NULL
+        // one was written by the application.
+        if e.info.is_null() || how.peek() {
+            let fid = Fid::from_raw(e.fid);
+            return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
+                fid,
+                data: &buf.as_bytes()[size_of::<sys::fi_eq_cm_entry>()..ret as usize],
+            })));
+        }
     }
     if is_again(ret) {
         return Ok(EqRead::Empty);

@@ -78,6 +78,9 @@ fn thread_safe_objects_are_send_and_sync() {
     assert_send_sync::<MemoryRegion<Vec<u8>>>();
     assert_send_sync::<BufferPool>();
     assert_send_sync::<Buffer>();
+    assert_send_sync::<libfabric::EventQueue>();
+    fn assert_unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+    assert_unwind_safe::<libfabric::EventQueue>();
     assert_eq!(ThreadSafe::THREADING, Threading::Safe);
     assert_eq!(ThreadDomain::THREADING, Threading::Domain);
     assert_eq!(ThreadCompletion::THREADING, Threading::Completion);

@@ -5,7 +5,7 @@ use crate::baselines as c;
 use crate::baselines::{CRmaPair, RmaOp};
 use libfabric::conn::{ConnConfig, Rdm};
 use libfabric::cq::{Addr, CompletionFlags, CqAttr, CqRead, Data, DataEntry, Msg, MsgEntry};
-use libfabric::eq::{EqAttr, EqRead, Event, EventBuf};
+use libfabric::eq::{Entry, EqAttr, EqRead, Event, EventBuf};
 use libfabric::info::{Caps, EpType, Threading};
 use libfabric::mr::{MemoryRegion, MrAccess, RemoteRegion};
 use libfabric::tokio::AsyncEventQueue;
@@ -622,11 +622,13 @@ fn rust_eq_write_read(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64>,
 
 #[inline(never)]
 fn eq_write_read(eq: &EventQueue, iters: u64) -> Result<Vec<f64>, String> {
-    let fid = eq.fid();
+    // One entry, of which each write changes the data, as C's.
+    let mut entry = Entry::new(eq.fid(), 0, 0);
     let mut buf = EventBuf::new();
     let start = cpu_ns();
     for i in 0..iters {
-        eq.write_notify(fid, 0, i).map_err(|e| e.to_string())?;
+        entry.data = i;
+        eq.write_entry(&entry).map_err(|e| e.to_string())?;
         match eq.read(&mut buf) {
             Ok(EqRead::Event(Event::Notify(e))) if e.data == i => {}
             Ok(EqRead::Event(Event::Notify(e))) => return Err(gave(AFTER_WRITE, e)),
@@ -695,11 +697,16 @@ fn rust_eq_read_connreq(q: &Queues, iters: u64, _batch: usize) -> Result<Vec<f64
 
 #[inline(never)]
 fn eq_read_connreq(eq: &EventQueue, iters: u64) -> Result<Vec<f64>, String> {
+    // A constant, as C's loop compares with BL_CONNREQ_DATA.
+    const DATA: usize = 16;
+    const LAST: usize = DATA - 1;
+    if c::connreq_data() != DATA {
+        return Err(format!(
+            "the C writer queues {} bytes of connection data, the reads expect {DATA}",
+            c::connreq_data()
+        ));
+    }
     let mut buf = EventBuf::new();
-    let data = c::connreq_data();
-    let Some(last) = data.checked_sub(1) else {
-        return Err("the C writer queues no connection data".into());
-    };
     let mut total = 0;
     let mut done = 0;
     while done < iters {
@@ -709,7 +716,7 @@ fn eq_read_connreq(eq: &EventQueue, iters: u64) -> Result<Vec<f64>, String> {
         for j in 0..n {
             match eq.read(&mut buf) {
                 Ok(EqRead::Event(Event::UnownedConnReq(r)))
-                    if r.data.len() == data && r.data[last] == (j as usize + last) as u8 => {}
+                    if r.data.len() == DATA && r.data[LAST] == (j as usize + LAST) as u8 => {}
                 Ok(EqRead::Event(Event::UnownedConnReq(r))) => return Err(gave(CONNREQ, r)),
                 Ok(read) => return Err(gave(CONNREQ, read)),
                 Err(e) => return Err(gave(CONNREQ, e)),
