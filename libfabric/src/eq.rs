@@ -446,14 +446,6 @@ unsafe impl Send for HotFacts {}
 // SAFETY: as above.
 unsafe impl Sync for HotFacts {}
 
-impl EventQueue {
-    /// The object, from the handle (`HotFacts`).
-    #[inline(always)]
-    fn raw(&self) -> *mut sys::fid_eq {
-        self.hot.raw.as_ptr()
-    }
-}
-
 /// A caller-owned buffer for one event, reused across reads so that reading
 /// allocates nothing. It must hold the connection data of any event it may
 /// take, because a provider writes as much of an event as fits and drops
@@ -949,10 +941,11 @@ impl EventQueue {
         Fid::from_raw(self.inner.fid.fid())
     }
 
-    /// The raw `fid_eq`.
+    /// The raw `fid_eq` (the handle's copy: `HotFacts`).
     #[must_use]
+    #[inline(always)]
     pub fn as_raw(&self) -> *mut sys::fid_eq {
-        self.raw()
+        self.hot.raw.as_ptr()
     }
 
     /// `fi_eq_read`: the next event, without blocking.
@@ -1021,7 +1014,7 @@ impl EventQueue {
         // event receives the type.
         let ret = unsafe {
             sys::fi_eq_read(
-                self.raw(),
+                self.as_raw(),
                 &mut event,
                 buf.words.as_mut_ptr().cast(),
                 buf.len(),
@@ -1137,7 +1130,7 @@ impl EventQueue {
         // timeout ms.
         let ret = unsafe {
             sys::fi_eq_sread(
-                self.raw(),
+                self.as_raw(),
                 &mut event,
                 buf.words.as_mut_ptr().cast(),
                 buf.len(),
@@ -1283,7 +1276,7 @@ impl EventQueue {
         // application's event.
         let ret = unsafe {
             sys::fi_eq_write(
-                self.raw(),
+                self.as_raw(),
                 sys::FI_NOTIFY,
                 (entry as *const Entry).cast(),
                 size_of::<sys::fi_eq_entry>(),
@@ -1306,7 +1299,7 @@ impl EventQueue {
             // into buf; err_data is passed back as the error entry gave it.
             unsafe {
                 sys::fi_eq_strerror(
-                    self.raw(),
+                    self.as_raw(),
                     err.prov_errno,
                     err.provided.as_ptr().cast(),
                     buf,

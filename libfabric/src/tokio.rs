@@ -205,7 +205,7 @@ impl AsyncEventQueue {
                 // Neither -FI_EAGAIN nor an error entry: never empty.
                 return eq::decode(&self.eq.inner, ret, event, buf, eq::ReadCall::Read);
             }
-            let eq = SendPtr(self.eq.inner.fid.as_ptr());
+            let eq = SendPtr(self.eq.as_raw());
             let second_look = self.eq.inner.second_look().then_some(&eq);
             wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await?;
         }
@@ -226,7 +226,7 @@ impl AsyncEventQueue {
 
     /// Waits until the queue may have an event, without reading it.
     pub(crate) async fn ready(&self) -> Result<()> {
-        let eq = SendPtr(self.eq.inner.fid.as_ptr());
+        let eq = SendPtr(self.eq.as_raw());
         let second_look = self.eq.inner.second_look().then_some(&eq);
         wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await
     }
