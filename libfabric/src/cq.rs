@@ -568,6 +568,21 @@ pub struct Completions<'b, T: CompletionEntry> {
     epoch: u64,
 }
 
+impl<'b, T: CompletionEntry> Completions<'b, T> {
+    /// The batch of a read that returned `n` entries into `buf` (at most
+    /// its length: no entry past those the read could fill), counted in
+    /// `epoch` of `epochs`.
+    #[inline(always)]
+    fn of_batch(n: usize, epochs: &'b Epochs, buf: &'b mut [T], epoch: u64) -> Self {
+        let n = n.min(buf.len());
+        Completions {
+            entries: &mut buf[..n],
+            epochs,
+            epoch,
+        }
+    }
+}
+
 impl<T: CompletionEntry> std::ops::Deref for Completions<'_, T> {
     type Target = [T];
     #[inline]
@@ -1196,12 +1211,24 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         match self.read_raw(buf)? {
             // The empty queue first: what a polling loop sees most.
             read if is_again(read.ret()) => Ok(CqRead::Empty),
+            // Then a batch (counted by read_raw), inline: out of line, it
+            // cost a call and a frame, and came back through memory.
+            read if read.ret() > 0 => {
+                let (ret, epoch) = read.parts();
+                Ok(CqRead::Completions(Completions::of_batch(
+                    ret.unsigned_abs(),
+                    &self.inner.epochs,
+                    buf,
+                    epoch,
+                )))
+            }
             read => self.read_returned(read, buf),
         }
     }
 
-    /// `finish_read` of `fi_cq_read`, out of line (see `CqInner::count`),
-    /// with its arguments in registers.
+    /// `finish_read` of `fi_cq_read` for what is neither the empty read nor
+    /// a batch (an error entry, an error, the refusal), out of line (see
+    /// `CqInner::count`), with its arguments in registers.
     #[inline(never)]
     fn read_returned<'b>(
         &'b self,
@@ -1675,12 +1702,9 @@ pub(crate) fn decode<'b, T: CompletionEntry>(
     call: &'static str,
 ) -> Result<Decoded<'b, T>> {
     if let Ok(n @ 1..) = classify(ret) {
-        let n = n.min(buf.len());
-        return Ok(Decoded::Read(CqRead::Completions(Completions {
-            entries: &mut buf[..n],
-            epochs,
-            epoch,
-        })));
+        return Ok(Decoded::Read(CqRead::Completions(Completions::of_batch(
+            n, epochs, buf, epoch,
+        ))));
     }
     if is_again(ret) || ret == 0 {
         return Ok(Decoded::Read(CqRead::Empty));

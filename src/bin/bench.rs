@@ -64,6 +64,9 @@ Options:
                         where the instructions of each side's own code go,
                         per source function (a run of its own per case
                         and side: choose them with --cases and --providers)
+  --listing             with --where: also each instruction of that code
+                        run at least half as often as the case's call, its
+                        count per call and its source line
   --providers P,P       the providers of the micro-benchmarks (default:
                         tcp,udp;ofi_rxd,tcp;ofi_rxm; quote the semicolons)
   --batches N,N         the batch sizes of the fi_cq_read case (default
@@ -105,6 +108,8 @@ struct Settings {
     instructions: bool,
     /// `--where`: attribute the instructions of each per-call case run.
     attribute: bool,
+    /// `--listing`: with `--where`, also list each own instruction run.
+    listing: bool,
     providers: Vec<String>,
     batches: Vec<usize>,
     /// `--cases`: words of the case ids to run; empty: all.
@@ -131,6 +136,7 @@ impl Settings {
             plot: None,
             instructions: false,
             attribute: false,
+            listing: false,
             providers: micro::PROVIDERS.iter().map(|p| p.to_string()).collect(),
             batches: micro::BATCHES.to_vec(),
             cases: Vec::new(),
@@ -148,6 +154,7 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
             "--quick" => {}
             "--instructions" => s.instructions = true,
             "--where" => s.attribute = true,
+            "--listing" => s.listing = true,
             "--markdown" => s.markdown = Some(value(arg)?),
             "--plot" => s.plot = Some(value(arg)?),
             "--rounds" | "--pingpong-rounds" => {
@@ -207,6 +214,9 @@ fn parse(args: &[String]) -> Result<Option<Settings>, String> {
     }
     if s.attribute && !s.instructions {
         return Err("--where goes with --instructions".into());
+    }
+    if s.listing && !s.attribute {
+        return Err("--listing goes with --where".into());
     }
     Ok(Some(s))
 }
@@ -744,8 +754,14 @@ impl CaseRun<'_> {
     }
 }
 
+/// `--listing`: the fewest runs per call of an instruction listed (the
+/// hot path's run once per call; a loop's setup, run once per run, is left
+/// out).
+const LISTED: f64 = 0.5;
+
 /// `--where`: for each per-call point counted, the instructions of each
-/// side's own code per source function.
+/// side's own code per source function (with `--listing`, then each
+/// instruction).
 fn print_where(counted: &[Counted], s: &Settings) -> Result<(), String> {
     let iters = per_call_iters(s);
     let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
@@ -782,6 +798,15 @@ fn print_where(counted: &[Counted], s: &Settings) -> Result<(), String> {
             println!("  {name}: {own:.1}");
             for s in shares.iter().filter(|s| s.per_call >= 0.5) {
                 println!("    {:>7.1}  {}", s.per_call, s.place);
+            }
+            if s.listing {
+                println!("  {name}, each instruction run at least {LISTED} times per call:");
+                for l in attribution::listing(&text, &exe, iters, LISTED)? {
+                    println!(
+                        "    {:>7.2}  {:>8x}  {:<48}  {}",
+                        l.per_call, l.addr, l.text, l.place
+                    );
+                }
             }
         }
     }

@@ -34,7 +34,7 @@ pub fn shares(callgrind_out: &str, exe: &Path, calls: u64) -> Result<Vec<Share>,
     for addr in &addrs {
         let place = frames
             .get(addr)
-            .and_then(|f| place_of(f))
+            .and_then(|f| place_of(f, false))
             .unwrap_or_else(|| format!("{addr:#x} (no source)"));
         *by_place.entry(place).or_default() += costs[addr];
     }
@@ -51,6 +51,80 @@ pub fn shares(callgrind_out: &str, exe: &Path, calls: u64) -> Result<Vec<Share>,
             .then(a.place.cmp(&b.place))
     });
     Ok(shares)
+}
+
+/// One instruction of the benchmark's own code, as `--listing` prints it.
+pub struct Listed {
+    pub addr: u64,
+    pub per_call: f64,
+    /// The instruction, as `objdump -d` writes it.
+    pub text: String,
+    /// `function (file:line)` of the frame it goes to (see [`shares`]).
+    pub place: String,
+}
+
+/// Every instruction of `exe`'s own code run at least `min` times per
+/// call, in address order: the annotation under [`shares`]'s sums.
+pub fn listing(
+    callgrind_out: &str,
+    exe: &Path,
+    calls: u64,
+    min: f64,
+) -> Result<Vec<Listed>, String> {
+    let costs = own_costs(callgrind_out, exe);
+    let mut addrs: Vec<u64> = costs
+        .iter()
+        .filter(|&(_, &n)| n as f64 / calls as f64 >= min)
+        .map(|(&a, _)| a)
+        .collect();
+    addrs.sort_unstable();
+    let (Some(&first), Some(&last)) = (addrs.first(), addrs.last()) else {
+        return Ok(Vec::new());
+    };
+    let frames = inline_frames(exe, &addrs)?;
+    let texts = disassembly(exe, first, last)?;
+    Ok(addrs
+        .iter()
+        .map(|addr| Listed {
+            addr: *addr,
+            per_call: costs[addr] as f64 / calls as f64,
+            text: texts.get(addr).cloned().unwrap_or_default(),
+            place: frames
+                .get(addr)
+                .and_then(|f| place_of(f, true))
+                .unwrap_or_else(|| "(no source)".into()),
+        })
+        .collect())
+}
+
+/// `objdump -d` of `exe` from `first` to past `last` (an instruction is
+/// at most 15 bytes long): each
+/// instruction's text by address.
+fn disassembly(exe: &Path, first: u64, last: u64) -> Result<HashMap<u64, String>, String> {
+    let out = Command::new("objdump")
+        .args(["-d", "-C", "--no-show-raw-insn"])
+        .arg(format!("--start-address={first:#x}"))
+        .arg(format!("--stop-address={:#x}", last + 16))
+        .arg(exe)
+        .output()
+        .map_err(|e| format!("objdump (apt-get install binutils): {e}"))?;
+    if !out.status.success() {
+        return Err(format!("objdump: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(instructions(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The instructions of `objdump -d --no-show-raw-insn` output by address,
+/// their text's runs of blanks made one space.
+fn instructions(objdump: &str) -> HashMap<u64, String> {
+    objdump
+        .lines()
+        .filter_map(|l| {
+            let (addr, text) = l.trim_start().split_once(':')?;
+            let addr = u64::from_str_radix(addr, 16).ok()?;
+            Some((addr, text.split_whitespace().collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
 }
 
 /// The self cost of each instruction of `exe`'s object: the cost lines of
@@ -144,9 +218,10 @@ fn inline_frames(exe: &Path, addrs: &[u64]) -> Result<HashMap<u64, Vec<Frame>>, 
 }
 
 /// Where an instruction goes: the innermost frame of this workspace's code
-/// or of libfabric's headers, else the outermost frame; `None` for an
-/// address addr2line could not place.
-fn place_of(frames: &[Frame]) -> Option<String> {
+/// or of libfabric's headers, else the outermost frame, as `function
+/// (file)`, or `function (file:line)` with `line`; `None` for an address
+/// addr2line could not place.
+fn place_of(frames: &[Frame], line: bool) -> Option<String> {
     let root = env!("CARGO_MANIFEST_DIR");
     let own = |f: &&Frame| {
         f.location.starts_with(root)
@@ -158,7 +233,12 @@ fn place_of(frames: &[Frame]) -> Option<String> {
         return None;
     }
     let file = frame.location.rsplit('/').next().unwrap_or("?");
-    let file = file.split(':').next().unwrap_or(file);
+    // "file:LINE (discriminator N)".
+    let file = match line {
+        true => file.split(' ').next(),
+        false => file.split(':').next(),
+    }
+    .unwrap_or(file);
     Some(format!("{} ({file})", short_name(&frame.function)))
 }
 
@@ -234,6 +314,23 @@ mod tests {
             "x::run",
             "an arrow in the generics"
         );
+    }
+
+    #[test]
+    fn an_instruction_is_found_by_its_address() {
+        let text = "\
+/x/bench:     file format elf64-x86-64
+
+Disassembly of section .text:
+
+0000000000080d40 <bench::micro::RmaPairs::run+0xfa0>:
+   80d40:\tmovzbl 0x3f(%rsp),%r13d
+   80d46:\tlock incq  0x58(%r12)
+";
+        let found = instructions(text);
+        assert_eq!(found.len(), 2, "labels and headers are no instructions");
+        assert_eq!(found[&0x80d40], "movzbl 0x3f(%rsp),%r13d");
+        assert_eq!(found[&0x80d46], "lock incq 0x58(%r12)");
     }
 
     #[test]
