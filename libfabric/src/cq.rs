@@ -934,7 +934,11 @@ impl CqInner {
         };
         // The lock word says whether anything needs looking at: one test.
         if !noted.is_clear() {
-            let awaiting = self.noted(noted)?;
+            // Refused: no call, and the refusal is decoded with the call's
+            // name (a read's result then has no error made out of line).
+            let Some(awaiting) = self.noted(noted) else {
+                return Ok(CountedRead::REFUSED);
+            };
             let ret = read()?;
             return Ok(self.count_noted(ret, progress, awaiting));
         }
@@ -994,21 +998,21 @@ impl CqInner {
         CountedRead { ret, epoch }
     }
 
-    /// Before a read whose progress lock noted something: refuses the
-    /// read while an endpoint that failed to enable is open, else returns
+    /// Before a read whose progress lock noted something: `None` (the
+    /// read refused) while an endpoint that failed to enable is open, else
     /// the marks an empty result may settle (see the epochs module), loaded
     /// before the call (only marks added before the read began may be
     /// settled by its empty result).
     #[cold]
     #[inline(never)]
-    fn noted(&self, noted: Noted) -> Result<u64> {
+    fn noted(&self, noted: Noted) -> Option<u64> {
         // The word may have been loaded relaxed (`ProgressLock::noted`):
         // the notice's release happens before the marks are loaded.
         std::sync::atomic::fence(Ordering::Acquire);
         if noted.refused() {
-            return Err(refused_progress("fi_cq_read"));
+            return None;
         }
-        Ok(if noted.notice() {
+        Some(if noted.notice() {
             self.epochs.awaiting()
         } else {
             0

@@ -159,9 +159,19 @@ fn run<T: ThreadModel>(fabric: &Fabric, domain: &Domain<T>, info: &Info, attr: C
         read.expect("reads work: the provider does not run the endpoint");
     } else {
         assert!(
-            matches!(read, Err(Error::State { .. })),
+            refused_as(&read, "fi_cq_read"),
             "a read that would run the endpoint is refused: {read:?}"
         );
+        // Every read is refused before its call, and names its call.
+        let mut addrs = [libfabric::cq::Addr::UNSPEC; 4];
+        let from = cq.read_from(&mut entries, &mut addrs).map(|r| r.count());
+        assert!(refused_as(&from, "fi_cq_readfrom"), "{from:?}");
+        if cq.wait_obj() != WaitObj::None {
+            let waited = cq
+                .sread(&mut entries, Some(std::time::Duration::from_millis(10)))
+                .map(|r| r.count());
+            assert!(refused_as(&waited, "fi_cq_sread"), "{waited:?}");
+        }
         // Final: nothing more is bound or enabled, and the vector takes no
         // insert (shm would map it into the endpoint's missing region).
         assert!(
@@ -192,4 +202,9 @@ fn run<T: ThreadModel>(fabric: &Fabric, domain: &Domain<T>, info: &Info, attr: C
             Err(e) => panic!("inserts once the endpoint is closed: {e}"),
         }
     }
+}
+
+/// Whether `result` is the refusal of a call named `name`.
+fn refused_as<T>(result: &libfabric::Result<T>, name: &str) -> bool {
+    matches!(result, Err(Error::State { call, .. }) if *call == name)
 }
