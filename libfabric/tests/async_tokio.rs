@@ -90,11 +90,16 @@ fn an_idle_waiter_uses_no_cpu_and_wakes_on_an_event() {
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         let before = clocks.snapshot();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let window = Duration::from_millis(500);
+        tokio::time::sleep(window).await;
         let used = clocks.used_since(&before);
+        // A waiter that spins or polls uses about the whole window; one
+        // blocked in epoll uses what the runtime's own wake-ups cost: about
+        // 0.4 ms natively, 42-53 ms under valgrind (its scheduler runs on
+        // every thread it keeps), which a bound of 50 ms failed.
         assert!(
-            used < Duration::from_millis(50),
-            "an idle waiter used {used:?} of CPU in 500 ms"
+            used < window / 4,
+            "an idle waiter used {used:?} of CPU in {window:?}"
         );
         assert!(!waiter.is_finished());
         eq.write_notify(eq.fid(), 0, 77).unwrap();
