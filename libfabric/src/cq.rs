@@ -1231,8 +1231,8 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     }
 
     /// `finish_read` of `fi_cq_read` for what is neither the empty read nor
-    /// a batch (an error entry, an error, the refusal), out of line (see
-    /// `CqInner::count`), with its arguments in registers.
+    /// a batch (a return of 0, an error entry, an error, the refusal), out
+    /// of line (see `CqInner::count`), with its arguments in registers.
     #[inline(never)]
     fn read_returned<'b>(
         &'b self,

@@ -66,7 +66,7 @@ Options:
                         and side: choose them with --cases and --providers)
   --listing             with --where: also each instruction of that code
                         run at least half as often as the case's call, its
-                        count per call and its source line
+                        count per call, its disassembly and its source line
   --providers P,P       the providers of the micro-benchmarks (default:
                         tcp,udp;ofi_rxd,tcp;ofi_rxm; quote the semicolons)
   --batches N,N         the batch sizes of the fi_cq_read case (default

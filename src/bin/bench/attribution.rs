@@ -233,13 +233,17 @@ fn place_of(frames: &[Frame], line: bool) -> Option<String> {
         return None;
     }
     let file = frame.location.rsplit('/').next().unwrap_or("?");
-    // "file:LINE (discriminator N)".
+    // "file:LINE (discriminator N)"; with no line ("file:?", line 0) the
+    // file may be another frame's: the function alone says where.
     let file = match line {
-        true => file.split(' ').next(),
-        false => file.split(':').next(),
+        true => file.split(' ').next().unwrap_or(file),
+        false => file.split(':').next().unwrap_or(file),
+    };
+    let name = short_name(&frame.function);
+    if line && matches!(file.rsplit_once(':'), Some((_, "?" | "0"))) {
+        return Some(name);
     }
-    .unwrap_or(file);
-    Some(format!("{} ({file})", short_name(&frame.function)))
+    Some(format!("{name} ({file})"))
 }
 
 /// A function's path without its generic arguments, and only its last two
