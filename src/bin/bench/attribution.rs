@@ -71,35 +71,34 @@ pub fn listing(
     calls: u64,
     min: f64,
 ) -> Result<Vec<Listed>, String> {
-    let costs = own_costs(callgrind_out, exe);
-    let mut addrs: Vec<u64> = costs
-        .iter()
-        .filter(|&(_, &n)| n as f64 / calls as f64 >= min)
-        .map(|(&a, _)| a)
+    let mut hot: Vec<(u64, f64)> = own_costs(callgrind_out, exe)
+        .into_iter()
+        .map(|(addr, n)| (addr, n as f64 / calls as f64))
+        .filter(|&(_, per_call)| per_call >= min)
         .collect();
-    addrs.sort_unstable();
+    hot.sort_unstable_by_key(|&(addr, _)| addr);
+    let addrs: Vec<u64> = hot.iter().map(|&(addr, _)| addr).collect();
     let (Some(&first), Some(&last)) = (addrs.first(), addrs.last()) else {
         return Ok(Vec::new());
     };
     let frames = inline_frames(exe, &addrs)?;
     let texts = disassembly(exe, first, last)?;
-    Ok(addrs
-        .iter()
-        .map(|addr| Listed {
-            addr: *addr,
-            per_call: costs[addr] as f64 / calls as f64,
-            text: texts.get(addr).cloned().unwrap_or_default(),
+    Ok(hot
+        .into_iter()
+        .map(|(addr, per_call)| Listed {
+            addr,
+            per_call,
+            text: texts.get(&addr).cloned().unwrap_or_default(),
             place: frames
-                .get(addr)
+                .get(&addr)
                 .and_then(|f| place_of(f, true))
                 .unwrap_or_else(|| "(no source)".into()),
         })
         .collect())
 }
 
-/// `objdump -d` of `exe` from `first` to past `last` (an instruction is
-/// at most 15 bytes long): each
-/// instruction's text by address.
+/// Each instruction's text by address, from `objdump -d` of `exe` from
+/// `first` to past `last` (an instruction is at most 15 bytes long).
 fn disassembly(exe: &Path, first: u64, last: u64) -> Result<HashMap<u64, String>, String> {
     let out = Command::new("objdump")
         .args(["-d", "-C", "--no-show-raw-insn"])
