@@ -1067,7 +1067,14 @@ impl Buffer {
 
     #[inline(always)]
     fn into_flight_as(self, ep: u64, direction: u64) -> (Posted, PostParts) {
-        let state = &self.pool.table.states[self.slot as usize];
+        // Never dropped from here, not even by a panic of the indexing
+        // below (which the slot's bound rules out): posting keeps the
+        // pool's strong count (the memory must outlive the operation;
+        // BufferPool::reclaim takes it back). A buffer that a panic could
+        // still drop was kept in memory for that unwinding path: two
+        // stores and two loads on every post.
+        let this = std::mem::ManuallyDrop::new(self);
+        let state = &this.pool.table.states[this.slot as usize];
         let mut current = state.load(Ordering::Relaxed);
         let parity = loop {
             let parity = usize::from(current & STALE0 != 0);
@@ -1081,19 +1088,16 @@ impl Buffer {
                 Err(now) => current = now,
             }
         };
-        let index = self.slot as usize * CONTEXTS_PER_SLOT + parity;
+        let index = this.slot as usize * CONTEXTS_PER_SLOT + parity;
         let parts = PostParts {
-            addr: self.base().cast(),
-            desc: self.pool.desc,
-            context: self.pool.table.contexts[index].0.get().cast(),
+            addr: this.base().cast(),
+            desc: this.pool.desc,
+            context: this.pool.table.contexts[index].0.get().cast(),
         };
         let posted = Posted {
-            pool: Arc::as_ptr(&self.pool),
-            slot: self.slot,
+            pool: Arc::as_ptr(&this.pool),
+            slot: this.slot,
         };
-        // Keep the pool's strong count: the memory must outlive the
-        // operation. BufferPool::reclaim takes it back.
-        std::mem::forget(self);
         (posted, parts)
     }
 }

@@ -185,8 +185,12 @@ impl Epochs {
         self.settle_locked(&mut waiting);
     }
 
+    /// `leave`'s settling, out of line. `extern "C"` so that it cannot
+    /// unwind: a batch's drop calls nothing that can
+    /// (`cq::Completions`'s `Drop`).
     #[cold]
-    fn settle(&self) {
+    #[inline(never)]
+    extern "C" fn settle(&self) {
         let mut waiting = self.waiting();
         self.settle_locked(&mut waiting);
     }

@@ -2221,3 +2221,48 @@ fn an_info_list_taken_apart_hands_out_every_entry_once() {
     Fabric::open(&first).unwrap();
     assert_eq!(getinfo(&hints).unwrap().into_iter().count(), listed.len());
 }
+
+/// On a connectionless endpoint, a batch dropped without its
+/// completion being reclaimed hands the buffer back at once, while the
+/// entries it was read into are still alive (it is the guard's drop, not
+/// the entries', that hands it back).
+#[test]
+fn a_dropped_batch_hands_its_buffer_back_while_its_entries_live() {
+    let (fabric, domain, info) = fabric_domain();
+    skip_if_msg!(info, "MSG endpoints send only once connected");
+    let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let pool = BufferPool::new(&domain, 1, 64).unwrap();
+    let receiver = receiving_endpoint(&fabric, &domain, &info, &cq);
+    let name = receiver.name().unwrap();
+    receiver.recv(pool.take().unwrap()).unwrap();
+    let scq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
+    let spool = BufferPool::new(&domain, 1, 64).unwrap();
+    let sav = AddressVector::open(&domain, AvType::Table, 4).unwrap();
+    let sender = Endpoint::open(&domain, &info).unwrap();
+    sender.bind_av(&sav).unwrap();
+    sender
+        .bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV)
+        .unwrap();
+    sender.enable().unwrap();
+    let dest = sav.insert(&name).unwrap();
+    send_retrying(&sender, spool.take().unwrap(), dest, (&scq, &spool), &cq);
+    let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = drain(&scq, &spool);
+        if let CqRead::Completions(c) = cq.read(&mut entries).unwrap() {
+            assert_eq!(c.len(), 1);
+            break; // c dropped here, unreclaimed
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the receive completes within 10 s"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert!(
+        pool.take().is_some(),
+        "the dropped batch handed its buffer back (entries still alive)"
+    );
+    drop(entries);
+}

@@ -414,6 +414,124 @@ fn out_of_bounds_and_malformed_rma_is_refused_before_the_call() {
     assert!(read_region(&target, 0, 4096).iter().all(|&x| x == 0));
 }
 
+/// Each RMA post with a buffer, refused before the call, hands back the
+/// buffer it was given and names its own call: the checks that refuse are
+/// run again out of line to tell why, for `fi_write`, `fi_read` and
+/// `fi_writedata` alike.
+#[test]
+fn every_refused_rma_post_hands_its_buffer_back_and_names_its_call() {
+    let (a, b) = pair();
+    let target = region(&b, MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE);
+    let remote = target.remote_range(0..64).unwrap();
+    type Post<'s> = Box<dyn Fn(Buffer, usize, u64, Addr) -> libfabric::Handback<Buffer> + 's>;
+    let posts: [(&str, Post<'_>); 3] = [
+        (
+            "fi_write",
+            Box::new(|buf, len, offset, dest| a.ep.write(buf, len, &remote, offset, dest)),
+        ),
+        (
+            "fi_read",
+            Box::new(|buf, len, offset, dest| a.ep.read(buf, len, &remote, offset, dest)),
+        ),
+        (
+            "fi_writedata",
+            Box::new(|buf, len, offset, dest| a.ep.write_data(buf, len, 7, &remote, offset, dest)),
+        ),
+    ];
+    // A fault, the arguments that make it, and whether the error names the
+    // call (the size errors say what was too large instead).
+    struct Fault {
+        what: &'static str,
+        len: usize,
+        offset: u64,
+        dest: Addr,
+        is: fn(&Error) -> bool,
+        named: bool,
+    }
+    let fault = |what, len, offset, dest, is, named| Fault {
+        what,
+        len,
+        offset,
+        dest,
+        is,
+        named,
+    };
+    let mut faults = vec![
+        fault(
+            "zero length",
+            0,
+            0,
+            a.peer,
+            |e| matches!(e, Error::InvalidArgument(_)),
+            true,
+        ),
+        fault(
+            "over the buffer",
+            5000,
+            0,
+            a.peer,
+            |e| matches!(e, Error::BufferTooSmall { .. }),
+            false,
+        ),
+        fault(
+            "past the region",
+            8,
+            60,
+            a.peer,
+            |e| matches!(e, Error::TooLarge { .. }),
+            false,
+        ),
+    ];
+    if !msg_capable() {
+        // Connected endpoints ignore the address.
+        let bad_peer = Addr(1 << 40);
+        faults.push(fault(
+            "not a peer",
+            8,
+            0,
+            bad_peer,
+            |e| matches!(e, Error::InvalidArgument(_)),
+            true,
+        ));
+    }
+    for (call, post) in &posts {
+        for f in &faults {
+            let buf = a.pool.take().unwrap();
+            let given = buf.as_ptr();
+            let (back, e) = post(buf, f.len, f.offset, f.dest).expect_err(f.what);
+            let what = f.what;
+            assert_eq!(
+                back.as_ptr(),
+                given,
+                "{call}, {what}: another buffer came back"
+            );
+            assert!((f.is)(&e), "{call}, {what}: {e}");
+            if f.named {
+                assert!(
+                    e.to_string().contains(&format!("{call}: ")),
+                    "{call}, {what}: {e}"
+                );
+            }
+        }
+        // A buffer of the other side's domain.
+        let buf = b.pool.take().unwrap();
+        let given = buf.as_ptr();
+        let (back, e) = post(buf, 8, 0, a.peer).expect_err("a foreign buffer");
+        assert_eq!(back.as_ptr(), given, "{call}: another buffer came back");
+        assert!(
+            matches!(e, Error::ForeignObject { call: c, .. } if c == *call),
+            "{call}: {e}"
+        );
+    }
+    // Every buffer is back in its pool, and nothing reached the target.
+    for pool in [&a.pool, &b.pool] {
+        let all: Vec<Buffer> = (0..8).filter_map(|_| pool.take()).collect();
+        assert_eq!(all.len(), 8, "a refused post kept a buffer");
+    }
+    pump([&a, &b], || true);
+    assert!(read_region(&target, 0, 4096).iter().all(|&x| x == 0));
+}
+
 #[test]
 fn rma_needs_the_rma_capability() {
     let (a, b) = pair_with(Caps::MSG);
