@@ -235,8 +235,9 @@ impl<T: crate::threading::ThreadModel> Endpoint<T> {
     /// An RMA post of `kind` with a buffer: its checks inline, asking only
     /// whether it may be posted; why not is worked out by `rma_checked_again`,
     /// out of line. (With the fault told apart inline, its code was set
-    /// before each check, and the post's result went through memory: 13
-    /// instructions more per `fi_write` on `tcp;ofi_rxm`.)
+    /// before each check, and the post's result went through memory where
+    /// the refusal joined: 20 instructions more per `fi_write` and its
+    /// completion on `tcp;ofi_rxm`.)
     #[inline(always)]
     fn post_rma(
         &self,
