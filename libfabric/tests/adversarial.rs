@@ -14,7 +14,7 @@ mod common;
 
 use common::*;
 use libfabric::av::AvType;
-use libfabric::cq::{Addr, CqAttr, CqRead, Msg, MsgEntry, Tagged};
+use libfabric::cq::{Addr, Completions, CqAttr, CqRead, Msg, MsgEntry, Tagged, TaggedEntry};
 use libfabric::ep::CqBind;
 use libfabric::eq::{EqAttr, EqRead, ErrDataBuf, Event, EventBuf};
 use libfabric::info::{Caps, EpType};
@@ -1391,6 +1391,76 @@ fn a_slot_comes_back_after_every_close_with_a_send_in_flight() {
     drop(peer);
 }
 
+/// A receive of the one buffer of a pool, posted on an endpoint bound to
+/// the caller's queue, and a sender of its own queue, pool and address
+/// vector, whose send completes it (connectionless endpoints only).
+struct OneReceive {
+    sender: Endpoint,
+    receiver: Endpoint,
+    scq: CompletionQueue<Tagged>,
+    spool: BufferPool,
+    _sav: AddressVector,
+}
+
+impl OneReceive {
+    /// The receive of `pool`'s buffer posted on an endpoint bound to `cq`,
+    /// and the send that completes it.
+    fn posted(
+        fabric: &Fabric,
+        domain: &Domain,
+        info: &Info,
+        cq: &CompletionQueue<Tagged>,
+        pool: &BufferPool,
+    ) -> OneReceive {
+        let receiver = receiving_endpoint(fabric, domain, info, cq);
+        let name = receiver.name().unwrap();
+        receiver.recv(pool.take().unwrap()).unwrap();
+        let scq = CompletionQueue::<Tagged>::open(domain, &CqAttr::new()).unwrap();
+        let spool = BufferPool::new(domain, 1, 64).unwrap();
+        let sav = AddressVector::open(domain, AvType::Table, 4).unwrap();
+        let sender = Endpoint::open(domain, info).unwrap();
+        sender.bind_av(&sav).unwrap();
+        sender
+            .bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV)
+            .unwrap();
+        sender.enable().unwrap();
+        let dest = sav.insert(&name).unwrap();
+        send_retrying(&sender, spool.take().unwrap(), dest, (&scq, &spool), cq);
+        OneReceive {
+            sender,
+            receiver,
+            scq,
+            spool,
+            _sav: sav,
+        }
+    }
+
+    /// `f` of the receive's completion, read from `cq` into `entries`
+    /// within 10 s (the sender's queue drained meanwhile). A function of
+    /// the sender's queue and pool only, so that `f` may take the
+    /// endpoints.
+    fn completed<R>(
+        scq: &CompletionQueue<Tagged>,
+        spool: &BufferPool,
+        cq: &CompletionQueue<Tagged>,
+        entries: &mut [TaggedEntry],
+        f: impl FnOnce(Completions<'_, TaggedEntry>) -> R,
+    ) -> R {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let _ = drain(scq, spool);
+            if let CqRead::Completions(c) = cq.read(entries).unwrap() {
+                return f(c);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the receive completes within 10 s"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
 #[test]
 fn a_completion_held_across_the_close_keeps_its_context_stale() {
     // A completion read before its endpoint closed and still held (not
@@ -1401,63 +1471,39 @@ fn a_completion_held_across_the_close_keeps_its_context_stale() {
     skip_if_msg!(info, "MSG endpoints send only once connected");
     let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
     let pool = BufferPool::new(&domain, 1, 64).unwrap();
-    let receiver = receiving_endpoint(&fabric, &domain, &info, &cq);
-    let name = receiver.name().unwrap();
-    receiver.recv(pool.take().unwrap()).unwrap();
-    // A sender of its own pool and queue, to make the receive complete.
-    let scq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
-    let spool = BufferPool::new(&domain, 1, 64).unwrap();
-    let sav = AddressVector::open(&domain, AvType::Table, 4).unwrap();
-    let sender = Endpoint::open(&domain, &info).unwrap();
-    sender.bind_av(&sav).unwrap();
-    sender
-        .bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV)
-        .unwrap();
-    sender.enable().unwrap();
-    let dest = sav.insert(&name).unwrap();
-    send_retrying(&sender, spool.take().unwrap(), dest, (&scq, &spool), &cq);
-    let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let held = loop {
-        let _ = drain(&scq, &spool);
-        if let CqRead::Completions(c) = cq.read(&mut entries).unwrap() {
-            break c;
+    let one = OneReceive::posted(&fabric, &domain, &info, &cq, &pool);
+    let mut entries: [TaggedEntry; 4] = Default::default();
+    OneReceive::completed(&one.scq, &one.spool, &cq, &mut entries, |held| {
+        // Its endpoint closes while the completion is held, unreclaimed: the
+        // slot comes back (the close cannot tell it was completed), stale.
+        // (The sender, which addresses it, closes first: shm keeps an endpoint
+        // open in the provider while an open endpoint of this process may
+        // address it.)
+        drop(one.sender);
+        drop(one.receiver);
+        let mut rounds_with_slot = 0;
+        for _ in 0..4 {
+            // Read empty, but the held batch is not released: the context
+            // stays stale, so a post uses the other one, and the held
+            // completion hands out nothing.
+            let second = receiving_endpoint(&fabric, &domain, &info, &cq);
+            if let Some(buf) = pool.take() {
+                rounds_with_slot += 1;
+                second.recv(buf).unwrap();
+            }
+            assert!(
+                pool.reclaim(&held[0]).is_none(),
+                "a completion of a closed endpoint's operation hands out nothing"
+            );
+            drop(second);
+            let _ = drain(&cq, &pool);
         }
-        assert!(
-            Instant::now() < deadline,
-            "the receive completes within 10 s"
+        assert_eq!(
+            rounds_with_slot, 1,
+            "after one more close the slot rests on its two stale contexts while the batch is held"
         );
-        std::thread::sleep(Duration::from_micros(200));
-    };
-    // Its endpoint closes while the completion is held, unreclaimed: the
-    // slot comes back (the close cannot tell it was completed), stale.
-    // (The sender, which addresses it, closes first: shm keeps an endpoint
-    // open in the provider while an open endpoint of this process may
-    // address it.)
-    drop(sender);
-    drop(receiver);
-    let mut rounds_with_slot = 0;
-    for _ in 0..4 {
-        // Read empty, but the held batch is not released: the context
-        // stays stale, so a post uses the other one, and the held
-        // completion hands out nothing.
-        let second = receiving_endpoint(&fabric, &domain, &info, &cq);
-        if let Some(buf) = pool.take() {
-            rounds_with_slot += 1;
-            second.recv(buf).unwrap();
-        }
-        assert!(
-            pool.reclaim(&held[0]).is_none(),
-            "a completion of a closed endpoint's operation hands out nothing"
-        );
-        drop(second);
-        let _ = drain(&cq, &pool);
-    }
-    assert_eq!(
-        rounds_with_slot, 1,
-        "after one more close the slot rests on its two stale contexts while the batch is held"
-    );
-    drop(held);
+        drop(held);
+    });
     let _ = drain(&cq, &pool);
     assert!(
         pool.take().is_some(),
@@ -2232,37 +2278,14 @@ fn a_dropped_batch_hands_its_buffer_back_while_its_entries_live() {
     skip_if_msg!(info, "MSG endpoints send only once connected");
     let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
     let pool = BufferPool::new(&domain, 1, 64).unwrap();
-    let receiver = receiving_endpoint(&fabric, &domain, &info, &cq);
-    let name = receiver.name().unwrap();
-    receiver.recv(pool.take().unwrap()).unwrap();
-    let scq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
-    let spool = BufferPool::new(&domain, 1, 64).unwrap();
-    let sav = AddressVector::open(&domain, AvType::Table, 4).unwrap();
-    let sender = Endpoint::open(&domain, &info).unwrap();
-    sender.bind_av(&sav).unwrap();
-    sender
-        .bind_cq(&scq, CqBind::TRANSMIT | CqBind::RECV)
-        .unwrap();
-    sender.enable().unwrap();
-    let dest = sav.insert(&name).unwrap();
-    send_retrying(&sender, spool.take().unwrap(), dest, (&scq, &spool), &cq);
-    let mut entries: [libfabric::cq::TaggedEntry; 4] = Default::default();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let _ = drain(&scq, &spool);
-        if let CqRead::Completions(c) = cq.read(&mut entries).unwrap() {
-            assert_eq!(c.len(), 1);
-            break; // c dropped here, unreclaimed
-        }
+    let one = OneReceive::posted(&fabric, &domain, &info, &cq, &pool);
+    let mut entries: [TaggedEntry; 4] = Default::default();
+    OneReceive::completed(&one.scq, &one.spool, &cq, &mut entries, |batch| {
+        assert_eq!(batch.len(), 1);
+        drop(batch); // unreclaimed, its entries still alive
         assert!(
-            Instant::now() < deadline,
-            "the receive completes within 10 s"
+            pool.take().is_some(),
+            "the dropped batch handed its buffer back (entries still alive)"
         );
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    assert!(
-        pool.take().is_some(),
-        "the dropped batch handed its buffer back (entries still alive)"
-    );
-    drop(entries);
+    });
 }
