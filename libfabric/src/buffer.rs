@@ -665,20 +665,31 @@ impl BufferPool {
         self.inner.key
     }
 
-    /// The slot and context parity an operation context names. The slot
-    /// is checked against the states, of which there are exactly
-    /// `contexts.len() / CONTEXTS_PER_SLOT` (`BufferPool::new`): the
-    /// context is one of the pool's, and indexing the states with the slot
-    /// needs no second check.
+    /// The slot and context parity an operation context names, if it is
+    /// one of the pool's contexts.
+    ///
+    /// One comparison checks the range and the alignment. The offset of
+    /// the context from the first one (wrapping: an address below it gives
+    /// a large offset) is rotated right by k bits, where 2^k is the
+    /// contexts' size (64 bytes on 64-bit targets):
+    /// - for a multiple of 2^k, the result is the offset divided by 2^k,
+    ///   below `contexts.len()` exactly when the offset is that of one of
+    ///   the pool's contexts;
+    /// - otherwise its low bits, rotated in at the top, make it at least
+    ///   2^(N-k) on an N-bit target, and its slot (half of it) at least
+    ///   2^(N-k-1). The contexts' memory, 2^(k+1) bytes a state, fits in
+    ///   `isize`, so there are fewer states than that.
+    ///
+    /// There are exactly `CONTEXTS_PER_SLOT` contexts per state, so the
+    /// slot is below the count of states only for one of the pool's
+    /// contexts, and indexing the states with it needs no second check.
     #[inline(always)]
     fn slot_of(&self, context: *mut c_void) -> Option<(usize, usize)> {
-        let base = self.inner.table.contexts.as_ptr() as usize;
-        let size = std::mem::size_of::<SlotContext>();
-        let addr = context as usize;
-        if addr < base || (addr - base) % size != 0 {
-            return None;
-        }
-        let index = (addr - base) / size;
+        const SIZE: usize = std::mem::size_of::<SlotContext>();
+        const { assert!(SIZE.is_power_of_two() && CONTEXTS_PER_SLOT == 2) };
+        let index = (context as usize)
+            .wrapping_sub(self.inner.table.contexts.as_ptr() as usize)
+            .rotate_right(SIZE.trailing_zeros());
         let slot = index / CONTEXTS_PER_SLOT;
         (slot < self.inner.table.states.len()).then_some((slot, index % CONTEXTS_PER_SLOT))
     }
@@ -731,15 +742,18 @@ impl BufferPool {
         let posted = IN_FLIGHT | ((parity as u64) << 2);
         let mut current = state.load(Ordering::Acquire);
         loop {
-            if current & (KIND | PARITY) != posted {
-                // Reclaimed already, never posted with this context, or a
-                // completion of an operation already taken back from its
-                // closed endpoint (the context is stale): nothing to hand
-                // out. A stale context is posted with again only once no
-                // completion naming it can surface (StaleMarks).
-                return Completed::Nothing;
-            }
-            if current & MULTI != 0 {
+            // A single buffer's, posted with this context: one test, the
+            // others only when it fails.
+            if current & (KIND | PARITY | MULTI) != posted {
+                if current & (KIND | PARITY) != posted {
+                    // Reclaimed already, never posted with this context,
+                    // or a completion of an operation already taken back
+                    // from its closed endpoint (the context is stale):
+                    // nothing to hand out. A stale context is posted with
+                    // again only once no completion naming it can surface
+                    // (StaleMarks).
+                    return Completed::Nothing;
+                }
                 return Completed::Multi;
             }
             // The operation posted with this context: its buffer.
@@ -1005,6 +1019,11 @@ impl fmt::Debug for BufferPool {
 /// Dropping it returns the slot to the pool.
 pub struct Buffer {
     pool: Arc<PoolInner>,
+    /// Below the pool's slot count, `pool.table.states.len()`: a buffer is
+    /// made only of a slot the free list held (`BufferPool::take`, which
+    /// holds `0..count`) or a completion named (checked by `slot_of`), or
+    /// of another buffer's or message's slot. `base` and
+    /// `into_flight_as` rely on it.
     slot: u32,
 }
 
@@ -1067,14 +1086,17 @@ impl Buffer {
 
     #[inline(always)]
     fn into_flight_as(self, ep: u64, direction: u64) -> (Posted, PostParts) {
-        // Never dropped from here, not even by a panic of the indexing
-        // below (which the slot's bound rules out): posting keeps the
-        // pool's strong count (the memory must outlive the operation;
-        // BufferPool::reclaim takes it back). A buffer that a panic could
-        // still drop was kept in memory for that unwinding path: two
-        // stores and two loads on every post.
+        // Never dropped from here: posting keeps the pool's strong count
+        // (the memory must outlive the operation; BufferPool::reclaim
+        // takes it back). A buffer that a panic could still drop was kept
+        // in memory for that unwinding path: two stores and two loads on
+        // every post.
         let this = std::mem::ManuallyDrop::new(self);
-        let state = &this.pool.table.states[this.slot as usize];
+        let slot = this.slot as usize;
+        let table = &*this.pool.table;
+        // SAFETY: slot < states.len() (the field's invariant). Unchecked:
+        // the bound check was three instructions on every post.
+        let state = unsafe { table.states.get_unchecked(slot) };
         let mut current = state.load(Ordering::Relaxed);
         let parity = loop {
             let parity = usize::from(current & STALE0 != 0);
@@ -1088,11 +1110,18 @@ impl Buffer {
                 Err(now) => current = now,
             }
         };
-        let index = this.slot as usize * CONTEXTS_PER_SLOT + parity;
+        // SAFETY: slot < states.len() and parity < CONTEXTS_PER_SLOT, so
+        // the index is below contexts.len(), CONTEXTS_PER_SLOT times
+        // states.len() (BufferPool::new).
+        let context = unsafe {
+            table
+                .contexts
+                .get_unchecked(slot * CONTEXTS_PER_SLOT + parity)
+        };
         let parts = PostParts {
             addr: this.base().cast(),
             desc: this.pool.desc,
-            context: this.pool.table.contexts[index].0.get().cast(),
+            context: context.0.get().cast(),
         };
         let posted = Posted {
             pool: Arc::as_ptr(&this.pool),

@@ -998,9 +998,16 @@ impl CqInner {
     /// enters none (0).
     #[inline(always)]
     fn count_returned(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
-        let epoch = if ret > 0 { self.epochs.enter() } else { 0 };
-        drop(progress);
-        CountedRead { ret, epoch }
+        // The guard released on each path: released where the two joined,
+        // the caller tested the return again after the release.
+        if ret > 0 {
+            let epoch = self.epochs.enter();
+            drop(progress);
+            CountedRead { ret, epoch }
+        } else {
+            drop(progress);
+            CountedRead { ret, epoch: 0 }
+        }
     }
 
     /// Before a read whose progress lock noted something: `None` (the
@@ -1217,7 +1224,11 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     #[doc(alias = "fi_cq_read")]
     #[inline(always)]
     pub fn read<'b>(&'b self, buf: &'b mut [F::Entry]) -> Result<CqRead<'b, F::Entry>> {
-        match self.read_raw(buf)? {
+        // The queue's address loaded once, for the read and the batch's
+        // epochs: loaded again through `self`, after the read's atomics,
+        // it cost two loads more per batch.
+        let inner: &'b CqInner = &self.inner;
+        match Self::read_raw(inner, buf)? {
             // The empty queue first: what a polling loop sees most.
             read if is_again(read.ret()) => Ok(CqRead::Empty),
             // Then a batch (counted by read_raw), inline: out of line, it
@@ -1226,7 +1237,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 let (ret, epoch) = read.parts();
                 Ok(CqRead::Completions(Completions::of_batch(
                     ret.unsigned_abs(),
-                    &self.inner.epochs,
+                    &inner.epochs,
                     buf,
                     epoch,
                 )))
@@ -1295,18 +1306,18 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         }
     }
 
-    /// One `fi_cq_read` through [`CqInner::counted_read`], undecoded.
+    /// One `fi_cq_read` of the queue `inner` (the caller's, loaded once),
+    /// through [`CqInner::counted_read`], undecoded.
     #[inline(always)]
-    pub(crate) fn read_raw(&self, buf: &mut [F::Entry]) -> Result<CountedRead> {
+    pub(crate) fn read_raw(inner: &CqInner, buf: &mut [F::Entry]) -> Result<CountedRead> {
         let count = buf.len().min(F::MAX_BATCH);
         if count == 0 {
             return Ok(CountedRead::other(Errno::AGAIN.to_ret()));
         }
         let entries = buf.as_mut_ptr().cast::<c_void>();
         if T::LOCKED {
-            // The queue's address taken once: the call after the lock's
-            // atomic uses it as it is (through `self`, it was loaded again).
-            let inner: &CqInner = &self.inner;
+            // The call after the lock's atomic uses the queue's address as
+            // it is (through `self`, it was loaded again).
             return inner.counted_read(true, || {
                 // SAFETY: the queue's own fid, buf's room for count entries
                 // of its format (F::Entry), under the progress guard.
@@ -1315,16 +1326,14 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         }
         // Under a serialized model the gate says that nothing is noted,
         // and is the queue's fid then (ProgressLock::gate).
-        let gate = self.inner.lifecycle().gate().cast::<sys::fid_cq>();
+        let gate = inner.lifecycle().gate().cast::<sys::fid_cq>();
         if gate.is_null() {
-            return Ok(self.inner.read_behind_gate(entries, count));
+            return Ok(inner.read_behind_gate(entries, count));
         }
         // SAFETY: the open gate is the queue's own fid; buf's room for
         // count entries of its format; the serialized model keeps enables
         // and closes off this read's thread.
-        Ok(self
-            .inner
-            .count(unsafe { read_call(gate, entries, count) }, None))
+        Ok(inner.count(unsafe { read_call(gate, entries, count) }, None))
     }
 
     /// `fi_cq_readfrom`: like [`read`](Self::read), with each completion's

@@ -274,8 +274,14 @@ pub(crate) struct EpInner {
     /// The addresses posted to or received from on a connectionless
     /// endpoint, as bit `addr % 64` (an over-estimate): shm maps this
     /// endpoint into the vector of a peer it posted to (see the shm_peers
-    /// module).
+    /// module). Kept only where `tracks_peers`.
     posted_to: AtomicU64,
+    /// Whether a quirk of the provider reads `posted_to`
+    /// (`quirks::peers_copy_from_their_side`, whose close asks whom it
+    /// posted to, and `quirks::closed_peers_dangle`, whose parked
+    /// endpoints are asked whom they may have mapped): elsewhere a post
+    /// does not record its address (four instructions a post).
+    tracks_peers: bool,
     domain: Arc<DomainInner>,
     /// Under a serialized threading model, the connection events its event
     /// queue saw (`CONNECTED`, `DISCONNECTED`), and `CONNECTING` mirrored
@@ -468,6 +474,7 @@ impl EpInner {
             connectionless: self.connectionless,
             inject_size: self.inject_size,
             peers_copy: self.peers_copy,
+            tracks_peers: self.tracks_peers,
             cq_data_size: self.cq_data_size,
             rma: self.rma,
             bound: Mutex::new(std::mem::take(
@@ -1099,6 +1106,8 @@ impl<T: ThreadModel> Endpoint<T> {
             connectionless: ep_type != EpType::Msg,
             inject_size: info.inject_size(),
             peers_copy: crate::quirks::peers_copy_from_their_side(info.provider()),
+            tracks_peers: crate::quirks::peers_copy_from_their_side(info.provider())
+                || crate::quirks::closed_peers_dangle(info.provider()),
             cq_data_size: info.cq_data_size(),
             rma: rma::RmaFacts::of(&info, &domain.inner.info),
             info: Arc::new(info),
@@ -1176,13 +1185,25 @@ impl<T: ThreadModel> Endpoint<T> {
         }
         match self.inner.av.get() {
             Some(av) if av.is_live(addr) => {
-                let bit = 1u64 << (addr.0 & 63);
-                if self.inner.posted_to.load(Ordering::Relaxed) & bit == 0 {
-                    self.inner.posted_to.fetch_or(bit, Ordering::Relaxed);
+                if self.inner.tracks_peers {
+                    self.note_posted_to(addr);
                 }
                 Some(addr.0)
             }
             _ => None,
+        }
+    }
+
+    /// Records in `posted_to` that the endpoint posts to (or receives
+    /// from) `addr`; the first time only, a read-modify-write.
+    #[inline(always)]
+    fn note_posted_to(&self, addr: Addr) {
+        // A rotation, which the check of a live address does not share:
+        // the shift of `1` was computed, for this cold branch, on every
+        // post.
+        let bit = 1u64.rotate_left(addr.0 as u32);
+        if self.inner.posted_to.load(Ordering::Relaxed) & bit == 0 {
+            self.inner.posted_to.fetch_or(bit, Ordering::Relaxed);
         }
     }
 

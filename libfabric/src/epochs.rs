@@ -32,21 +32,20 @@
 
 use crate::buffer::StaleMarks;
 use crate::progress::ProgressLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A queue's epochs of read batches, and the stale marks waiting on them.
 pub(crate) struct Epochs {
     epoch: AtomicU64,
-    /// Batches not yet released, by epoch parity. Only the newest epoch of
+    /// Batches not yet released, by epoch parity, each counter plus one
+    /// while it is biased (`Waiting::biased`). Only the newest epoch of
     /// each parity has any: the epoch advances only when the counter it
-    /// moves to is zero.
+    /// moves to has none.
     live: [AtomicUsize; 2],
     /// The sequence number of the newest marks waiting for an empty read;
     /// 0 when none are.
     awaiting: AtomicU64,
-    /// Whether marks wait for an epoch's batches to be released.
-    draining: AtomicBool,
     waiting: Mutex<Waiting>,
 }
 
@@ -59,16 +58,23 @@ struct Waiting {
     empty: Vec<(u64, Arc<StaleMarks>)>,
     /// Marks waiting for the batches of an epoch (and older) to be released.
     drain: Vec<(u64, Arc<StaleMarks>)>,
+    /// Whether each counter of `live` is one more than its batches: while
+    /// no marks wait for batches to be released. A counter then never
+    /// drops to zero, and only when it does (no bias, no batch) does the
+    /// release of a batch settle marks (`leave`): one test per batch.
+    biased: bool,
 }
 
 impl Default for Epochs {
     fn default() -> Self {
         Epochs {
             epoch: AtomicU64::new(0),
-            live: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            live: [AtomicUsize::new(1), AtomicUsize::new(1)],
             awaiting: AtomicU64::new(0),
-            draining: AtomicBool::new(false),
-            waiting: Mutex::new(Waiting::default()),
+            waiting: Mutex::new(Waiting {
+                biased: true,
+                ..Waiting::default()
+            }),
         }
     }
 }
@@ -111,16 +117,43 @@ impl Epochs {
     /// A batch of `epoch` was released: each of its completions was
     /// reclaimed or handed back before this.
     ///
-    /// Sequentially consistent with `settle_locked`'s store of `draining`
-    /// and load of the counters: either this sees `draining` set, or that
-    /// sees this batch released (x86: the same `lock xadd` and plain load).
+    /// The counter drops to zero only unbiased, when marks may wait for
+    /// this batch. `settle_locked` takes the bias off with a
+    /// read-modify-write of the same counter before it loads it, so either
+    /// this decrement comes after that one and finds the counter at zero,
+    /// or that load sees this batch released. The release ordering makes
+    /// the batch's reclaims visible to the settling that follows.
     #[inline(always)]
     pub(crate) fn leave(&self, epoch: u64) {
-        if self.live[(epoch & 1) as usize].fetch_sub(1, Ordering::SeqCst) == 1
-            && self.draining.load(Ordering::SeqCst)
-        {
+        if self.live[(epoch & 1) as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
             self.settle();
         }
+    }
+
+    /// The batches of `epoch`'s parity not yet released; under the
+    /// `waiting` lock, which says whether the counter is biased.
+    fn batches(&self, waiting: &Waiting, epoch: u64) -> usize {
+        // Wrapping: the counter is at least its bias (each release follows
+        // its count); were it not, a huge count only holds settling off.
+        self.live[(epoch & 1) as usize]
+            .load(Ordering::Acquire)
+            .wrapping_sub(usize::from(waiting.biased))
+    }
+
+    /// Puts the bias of both counters on or takes it off; under the
+    /// `waiting` lock.
+    fn set_biased(&self, waiting: &mut Waiting, biased: bool) {
+        if waiting.biased == biased {
+            return;
+        }
+        for counter in &self.live {
+            if biased {
+                counter.fetch_add(1, Ordering::AcqRel);
+            } else {
+                counter.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        waiting.biased = biased;
     }
 
     /// A read that began after `seen` was returned found the queue empty
@@ -131,9 +164,11 @@ impl Epochs {
     /// epoch before is still held, a later empty read does this.
     #[cold]
     pub(crate) fn read_empty(&self, seen: u64, progress: &ProgressLock) {
+        // A first look without the locks: at most the bias (the bias is
+        // known only under the `waiting` lock).
         let next_free = || {
             let epoch = self.epoch.load(Ordering::Relaxed);
-            self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) == 0
+            self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) <= 1
         };
         if !next_free() {
             return;
@@ -142,7 +177,7 @@ impl Epochs {
         let mut waiting = self.waiting();
         let epoch = self.epoch.load(Ordering::Relaxed);
         // The counter the next epoch uses must be free of older batches.
-        if self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) != 0 {
+        if self.batches(&waiting, epoch + 1) != 0 {
             return;
         }
         // No read is between its call and its count (the lock is held
@@ -181,7 +216,6 @@ impl Epochs {
         let mut waiting = self.waiting();
         waiting.closed = true;
         self.publish(&waiting, progress);
-        self.draining.store(true, Ordering::Release);
         self.settle_locked(&mut waiting);
     }
 
@@ -196,12 +230,13 @@ impl Epochs {
     }
 
     fn settle_locked(&self, waiting: &mut Waiting) {
-        // Set before the counters are looked at (see leave): a batch
+        // Unbiased before the counters are looked at (see leave): a batch
         // released after the look settles what this leaves waiting.
         if !waiting.drain.is_empty() || waiting.closed {
-            self.draining.store(true, Ordering::SeqCst);
+            self.set_biased(waiting, false);
         }
-        let live = |epoch: u64| self.live[(epoch & 1) as usize].load(Ordering::SeqCst);
+        let live = [self.batches(waiting, 0), self.batches(waiting, 1)];
+        let live = |epoch: u64| live[(epoch & 1) as usize];
         let now = self.epoch.load(Ordering::Relaxed);
         let none_live = live(0) == 0 && live(1) == 0;
         let mut done = Vec::new();
@@ -221,10 +256,8 @@ impl Epochs {
                 !drained
             });
         }
-        self.draining.store(
-            !waiting.drain.is_empty() || (waiting.closed && !waiting.empty.is_empty()),
-            Ordering::Release,
-        );
+        let draining = !waiting.drain.is_empty() || (waiting.closed && !waiting.empty.is_empty());
+        self.set_biased(waiting, !draining);
         for marks in done {
             marks.settle();
         }
