@@ -60,6 +60,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -136,6 +137,10 @@ pub(crate) struct PoolInner {
     layout: Layout,
     slot_size: usize,
     table: Arc<SlotTable>,
+    /// `table`'s slot states and contexts, where they lie: every post and
+    /// completion reaches them from here, one load nearer than through
+    /// `table` (see `states` and `contexts`).
+    table_view: TableView,
     free: Mutex<Vec<u32>>,
     /// Per slot: the progress of a multi-receive posted with it.
     multi: Box<[Mutex<MultiState>]>,
@@ -193,6 +198,54 @@ struct MultiState {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where a [`SlotTable`]'s arrays lie: the addresses and lengths of its
+/// boxed slices, which never move or change length while the table lives.
+#[derive(Clone, Copy)]
+struct TableView {
+    // Not null (as the slices' are): the compiler then knows a state
+    // reached through it is not, and tests no `Option` of it.
+    contexts: NonNull<SlotContext>,
+    states: NonNull<AtomicU64>,
+    slots: usize,
+}
+
+impl TableView {
+    fn of(table: &SlotTable) -> Self {
+        TableView {
+            contexts: NonNull::from(&*table.contexts).cast(),
+            states: NonNull::from(&*table.states).cast(),
+            slots: table.states.len(),
+        }
+    }
+}
+
+impl PoolInner {
+    /// The slots' state words (`table.states`).
+    #[inline(always)]
+    fn states(&self) -> &[AtomicU64] {
+        // SAFETY: the view is of `self.table`'s boxed slice (`TableView::of`
+        // in `BufferPool::new`), which `self` keeps alive and which never
+        // moves or changes length; shared, as the slice is.
+        unsafe {
+            std::slice::from_raw_parts(self.table_view.states.as_ptr(), self.table_view.slots)
+        }
+    }
+
+    /// The slots' operation contexts, `CONTEXTS_PER_SLOT` a slot
+    /// (`table.contexts`).
+    #[inline(always)]
+    fn contexts(&self) -> &[SlotContext] {
+        // SAFETY: as in `states`; there are CONTEXTS_PER_SLOT contexts a
+        // slot (`BufferPool::new`).
+        unsafe {
+            std::slice::from_raw_parts(
+                self.table_view.contexts.as_ptr(),
+                self.table_view.slots * CONTEXTS_PER_SLOT,
+            )
+        }
+    }
 }
 
 // SAFETY: the memory is only reached through Buffers, each of which owns one
@@ -438,11 +491,11 @@ pub(crate) fn contexts_in_flight(domain: &Arc<DomainInner>, ep: u64) -> Vec<*mut
     let live = live_pools_of(domain);
     let mut contexts = Vec::new();
     for pool in &live {
-        for (slot, state) in pool.table.states.iter().enumerate() {
+        for (slot, state) in pool.states().iter().enumerate() {
             let s = state.load(Ordering::Acquire);
             if s & KIND == IN_FLIGHT && s >> EP_SHIFT == ep {
                 let index = slot * CONTEXTS_PER_SLOT + parity(s);
-                contexts.push(pool.table.contexts[index].0.get().cast());
+                contexts.push(pool.contexts()[index].0.get().cast());
             }
         }
     }
@@ -451,7 +504,7 @@ pub(crate) fn contexts_in_flight(domain: &Arc<DomainInner>, ep: u64) -> Vec<*mut
 
 impl Drop for PoolInner {
     fn drop(&mut self) {
-        pools().remove(&(self.table.contexts.as_ptr() as usize));
+        pools().remove(&(self.contexts().as_ptr() as usize));
         // Only reached when no Buffer exists and no operation is in flight
         // (each holds an Arc). The last handle may go on any thread (a
         // Buffer is Send, and the registry lends pools to other threads
@@ -618,6 +671,7 @@ impl BufferPool {
             }
         };
         let (mr, desc, key) = (reg.mr, reg.desc, reg.key);
+        let table = Arc::new(SlotTable { contexts, states });
         let inner = Arc::new(PoolInner {
             mr: std::mem::ManuallyDrop::new(mr),
             desc,
@@ -625,13 +679,14 @@ impl BufferPool {
             memory,
             layout,
             slot_size: stride,
-            table: Arc::new(SlotTable { contexts, states }),
+            table_view: TableView::of(&table),
+            table,
             free: Mutex::new(free.into_vec()),
             multi,
             domain: domain.inner.clone(),
         });
-        let base = inner.table.contexts.as_ptr() as usize;
-        let end = base + inner.table.contexts.len() * std::mem::size_of::<SlotContext>();
+        let base = inner.contexts().as_ptr() as usize;
+        let end = base + std::mem::size_of_val(inner.contexts());
         pools().insert(base, (end, Arc::downgrade(&inner)));
         Ok(BufferPool { inner })
     }
@@ -646,7 +701,7 @@ impl BufferPool {
             .unwrap_or_else(|e| e.into_inner())
             .pop()?;
         // FREE is 0: this sets the kind and keeps the other bits.
-        self.inner.table.states[slot as usize].fetch_or(OWNED, Ordering::Relaxed);
+        self.inner.states()[slot as usize].fetch_or(OWNED, Ordering::Relaxed);
         Some(Buffer {
             pool: self.inner.clone(),
             slot,
@@ -688,10 +743,10 @@ impl BufferPool {
         const SIZE: usize = std::mem::size_of::<SlotContext>();
         const { assert!(SIZE.is_power_of_two() && CONTEXTS_PER_SLOT == 2) };
         let index = (context as usize)
-            .wrapping_sub(self.inner.table.contexts.as_ptr() as usize)
+            .wrapping_sub(self.inner.contexts().as_ptr() as usize)
             .rotate_right(SIZE.trailing_zeros());
         let slot = index / CONTEXTS_PER_SLOT;
-        (slot < self.inner.table.states.len()).then_some((slot, index % CONTEXTS_PER_SLOT))
+        (slot < self.inner.states().len()).then_some((slot, index % CONTEXTS_PER_SLOT))
     }
 
     #[inline]
@@ -708,7 +763,7 @@ impl BufferPool {
         let Some((slot, parity)) = self.slot_of(context) else {
             return Reclaimed::default();
         };
-        self.complete_slot(&self.inner.table.states[slot], slot, parity, || outcome)
+        self.complete_slot(&self.inner.states()[slot], slot, parity, || outcome)
     }
 
     /// [`complete`](Self::complete) of the operation posted on `slot`
@@ -782,7 +837,7 @@ impl BufferPool {
         let (slot, parity) = self.slot_of(entry.context() as *mut c_void)?;
         // Indexed before the context is taken: the store to the entry
         // would otherwise have the states' length loaded again.
-        let state = &self.inner.table.states[slot];
+        let state = &self.inner.states()[slot];
         entry.take_context(crate::wait::sealed::Token(()));
         Some((state, slot, parity))
     }
@@ -793,7 +848,7 @@ impl BufferPool {
     #[inline(never)]
     fn complete_multi(&self, slot: usize, parity: usize, o: Outcome) -> Reclaimed {
         let mut m = lock(&self.inner.multi[slot]);
-        let state = &self.inner.table.states[slot];
+        let state = &self.inner.states()[slot];
         let s = state.load(Ordering::Acquire);
         // Again under the lock: its endpoint may have closed meanwhile.
         if s & (KIND | MULTI) != IN_FLIGHT | MULTI || self::parity(s) != parity {
@@ -891,7 +946,7 @@ impl BufferPool {
     #[cold]
     fn reclaim_of_endpoint(&self, ep: u64, keep_transmits: bool) -> [Vec<(u32, u8)>; 2] {
         let mut marked = [Vec::new(), Vec::new()];
-        for (slot, state) in self.inner.table.states.iter().enumerate() {
+        for (slot, state) in self.inner.states().iter().enumerate() {
             let of_ep = |s: u64| {
                 s & KIND == IN_FLIGHT
                     && s >> EP_SHIFT == ep
@@ -999,7 +1054,7 @@ impl BufferPool {
     /// is held.
     pub fn reclaim_err(&self, err: &mut CqError<'_>) -> Option<Buffer> {
         let (slot, parity) = self.slot_of(err.context() as *mut c_void)?;
-        let state = &self.inner.table.states[slot];
+        let state = &self.inner.states()[slot];
         err.take_context();
         let outcome = err.outcome();
         self.complete_slot(state, slot, parity, || outcome).buffer
@@ -1009,7 +1064,7 @@ impl BufferPool {
 impl fmt::Debug for BufferPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BufferPool")
-            .field("slots", &self.inner.table.states.len())
+            .field("slots", &self.inner.states().len())
             .field("slot_size", &self.inner.slot_size)
             .finish()
     }
@@ -1019,7 +1074,7 @@ impl fmt::Debug for BufferPool {
 /// Dropping it returns the slot to the pool.
 pub struct Buffer {
     pool: Arc<PoolInner>,
-    /// Below the pool's slot count, `pool.table.states.len()`: a buffer is
+    /// Below the pool's slot count, `pool.states().len()`: a buffer is
     /// made only of a slot the free list held (`BufferPool::take`, which
     /// holds `0..count`) or a completion named (checked by `slot_of`), or
     /// of another buffer's or message's slot. `base` and
@@ -1093,10 +1148,9 @@ impl Buffer {
         // every post.
         let this = std::mem::ManuallyDrop::new(self);
         let slot = this.slot as usize;
-        let table = &*this.pool.table;
         // SAFETY: slot < states.len() (the field's invariant). Unchecked:
         // the bound check was three instructions on every post.
-        let state = unsafe { table.states.get_unchecked(slot) };
+        let state = unsafe { this.pool.states().get_unchecked(slot) };
         let mut current = state.load(Ordering::Relaxed);
         let parity = loop {
             let parity = usize::from(current & STALE0 != 0);
@@ -1114,8 +1168,8 @@ impl Buffer {
         // the index is below contexts.len(), CONTEXTS_PER_SLOT times
         // states.len() (BufferPool::new).
         let context = unsafe {
-            table
-                .contexts
+            this.pool
+                .contexts()
                 .get_unchecked(slot * CONTEXTS_PER_SLOT + parity)
         };
         let parts = PostParts {
@@ -1162,7 +1216,7 @@ impl Posted {
         let pool = unsafe { Arc::from_raw(self.pool) };
         // IN_FLIGHT -> OWNED, keeping the other bits but MULTI (a stale
         // completion may clear a mark meanwhile).
-        let _ = pool.table.states[self.slot as usize].fetch_update(
+        let _ = pool.states()[self.slot as usize].fetch_update(
             Ordering::Relaxed,
             Ordering::Relaxed,
             |s| Some((s & !KIND & !MULTI) | OWNED),
@@ -1193,7 +1247,7 @@ impl DerefMut for Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         // OWNED -> FREE, keeping the marks of stale contexts.
-        self.pool.table.states[self.slot as usize].fetch_and(!KIND, Ordering::Relaxed);
+        self.pool.states()[self.slot as usize].fetch_and(!KIND, Ordering::Relaxed);
         self.pool
             .free
             .lock()
@@ -1261,7 +1315,7 @@ impl Message {
         let slot = self.slot as usize;
         {
             let mut m = lock(&self.pool.multi[slot]);
-            let s = self.pool.table.states[slot].load(Ordering::Acquire);
+            let s = self.pool.states()[slot].load(Ordering::Acquire);
             if m.views != 1 || !m.done || s & STALE == STALE {
                 drop(m);
                 return Err(self);
@@ -1320,7 +1374,7 @@ impl Drop for Message {
             return;
         }
         m.done = false;
-        let state = &self.pool.table.states[slot];
+        let state = &self.pool.states()[slot];
         // The last message of a buffer the provider is done with: the slot
         // goes back to the pool, or rests while both of its contexts wait
         // for stale completions to drain (StaleMarks::settle frees it).

@@ -261,7 +261,7 @@ impl RmaPairs {
         data: u64,
     ) -> Result<(), String> {
         match self.b.cq().read(entry) {
-            Ok(CqRead::Completions(done)) => {
+            Ok(CqRead::Completions(ref done)) => {
                 let e = &done[0];
                 if *b_done
                     || !e.flags().contains(CompletionFlags::REMOTE_CQ_DATA)
@@ -270,7 +270,6 @@ impl RmaPairs {
                     return Err(unexpected("a completion at the target"));
                 }
                 if let Some(rx) = self.pool_b.reclaim(e) {
-                    drop(done);
                     if let Err((_, e)) = self.b.endpoint().recv(rx) {
                         return Err(post_failed(e));
                     }
