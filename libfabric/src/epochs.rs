@@ -164,11 +164,15 @@ impl Epochs {
     /// epoch before is still held, a later empty read does this.
     #[cold]
     pub(crate) fn read_empty(&self, seen: u64, progress: &ProgressLock) {
-        // A first look without the locks: at most the bias (the bias is
-        // known only under the `waiting` lock).
+        // A first look under the `waiting` lock alone, which says whether
+        // the counters are biased: the exclusive progress lock, which waits
+        // for the reads and waits under way, is taken only when the epoch
+        // can advance. (Without the lock, a count of one could be the bias
+        // or a batch still held: taken for free, every empty read waited
+        // for the other threads' waits while a batch was held.)
         let next_free = || {
-            let epoch = self.epoch.load(Ordering::Relaxed);
-            self.live[((epoch + 1) & 1) as usize].load(Ordering::Acquire) <= 1
+            let waiting = self.waiting();
+            self.batches(&waiting, self.epoch.load(Ordering::Relaxed) + 1) == 0
         };
         if !next_free() {
             return;
