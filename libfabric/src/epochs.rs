@@ -23,6 +23,10 @@
 //! its progress lock when nothing is waiting, and a batch one increment
 //! and one decrement.
 //!
+//! A release and the settling meet on the counter alone (see
+//! `Epochs::leave`); the `model` tests explore every interleaving of that
+//! handshake.
+//!
 //! A batch whose guard is leaked (`std::mem::forget`) is never released:
 //! the marks of that queue then stay, and their slots rest until their
 //! pool is dropped. Its entries still name their contexts, and hand them
@@ -267,3 +271,6 @@ impl Epochs {
         }
     }
 }
+
+#[cfg(test)]
+mod model;
