@@ -18,7 +18,7 @@
 
 use crate::buffer::{Buffer, BufferPool, Message};
 use crate::domain::{Domain, DomainInner};
-use crate::epochs::Epochs;
+use crate::epochs::{Entered, Epochs};
 use crate::eq::{ErrDataBuf, Fid};
 use crate::error::{
     check, check_queue_size, classify, is_again, is_avail, Errno, Error, Handback, ObjectKind,
@@ -521,6 +521,18 @@ pub enum CqRead<'b, T: CompletionEntry> {
     Signaled,
 }
 
+/// What `CompletionQueue::read_returned` found, out of line: neither the
+/// empty read (told inline) nor a batch (made inline). Two words, returned
+/// in registers: returned through memory (a `Result<CqRead>`), the read's
+/// result had its address taken, and every batch a caller matched was
+/// then stored, loaded back and tested again where it was dropped (9 to
+/// 10 instructions a batch). The error is boxed on this rare path only.
+enum Returned {
+    Empty,
+    Entry(Box<CqError<'static>>),
+    Failed(Box<Error>),
+}
+
 impl<T: CompletionEntry> CqRead<'_, T> {
     /// How many completions were read (an error entry is not counted).
     #[must_use]
@@ -563,22 +575,26 @@ pub(crate) enum Decoded<'b, T: CompletionEntry> {
 /// [`BufferPool::reclaim`]: crate::BufferPool::reclaim
 #[must_use]
 pub struct Completions<'b, T: CompletionEntry> {
+    /// Never empty (`of_batch`).
     entries: &'b mut [T],
-    epochs: &'b Epochs,
-    epoch: u64,
+    batch: Entered<'b>,
 }
 
 impl<'b, T: CompletionEntry> Completions<'b, T> {
     /// The batch of a read that returned `n` entries into `buf` (at most
-    /// its length: no entry past those the read could fill), counted in
-    /// `epoch` of `epochs`.
+    /// its length: no entry past those the read could fill), counted as
+    /// `batch`. A read returns a batch only when it read at least one
+    /// entry into a buffer of at least one.
     #[inline(always)]
-    fn of_batch(n: usize, epochs: &'b Epochs, buf: &'b mut [T], epoch: u64) -> Self {
+    fn of_batch(n: usize, buf: &'b mut [T], batch: Entered<'b>) -> Self {
         let n = n.min(buf.len());
+        // The guard's invariant, which its drop relies on. Already known
+        // where a read made the batch: a read's count is at least one
+        // entry, and so is a batch's return.
+        assert!(n != 0, "a batch of no completions");
         Completions {
             entries: &mut buf[..n],
-            epochs,
-            epoch,
+            batch,
         }
     }
 }
@@ -614,10 +630,14 @@ impl<T: CompletionEntry> Drop for Completions<'_, T> {
     /// completion).
     #[inline(always)]
     fn drop(&mut self) {
+        // SAFETY: a batch is never empty (the field's invariant, asserted
+        // by `of_batch`): the scan's first test of its end goes, the loop
+        // tests one entry before it looks for the end.
+        unsafe { std::hint::assert_unchecked(!self.entries.is_empty()) };
         if self.entries.iter().any(|e| e.context() != 0) {
             release_unreclaimed_entries(self.entries);
         }
-        self.epochs.leave(self.epoch);
+        self.batch.leave();
     }
 }
 
@@ -674,15 +694,15 @@ pub struct CqError<'b> {
 /// may still be dropped after the [`ErrDataBuf`] it borrows.
 struct UnreclaimedContext(
     *mut c_void,
-    Option<(Arc<Epochs>, u64)>,
+    Option<(Arc<Epochs>, usize)>,
     crate::buffer::Outcome,
 );
 
 impl Drop for UnreclaimedContext {
     fn drop(&mut self) {
         crate::buffer::release_unreclaimed(self.0, self.2);
-        if let Some((epochs, epoch)) = &self.1 {
-            epochs.leave(*epoch);
+        if let Some((epochs, parity)) = &self.1 {
+            epochs.entered(*parity).leave();
         }
     }
 }
@@ -876,28 +896,30 @@ impl CqInner {
 
 /// A read call's result, as `CqInner::counted_read` counted it: the
 /// call's return and, for a batch of completions (a positive return), the
-/// epoch the batch entered (0 otherwise: no epoch is made up for the empty
-/// read a polling loop sees most). Two words, so that it is returned and
-/// passed on in registers (from a serialized read's out-of-line count, to
-/// the out-of-line decode of `CompletionQueue::read`).
+/// batch counted in its epoch (none otherwise: no epoch is looked at for
+/// the empty read a polling loop sees most). Two words, so that it is
+/// returned and passed on in registers (from a serialized read's
+/// out-of-line count, to the out-of-line decode of
+/// `CompletionQueue::read`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct CountedRead {
+pub(crate) struct CountedRead<'a> {
     ret: isize,
-    epoch: u64,
+    /// Some exactly when `ret` is positive.
+    batch: Option<Entered<'a>>,
 }
 
-impl CountedRead {
+impl<'a> CountedRead<'a> {
     /// A read refused before its call (see `CqInner::read_behind_gate`):
     /// a return no call makes, which [`decode`] turns into the refusal.
-    pub(crate) const REFUSED: CountedRead = CountedRead {
+    pub(crate) const REFUSED: CountedRead<'static> = CountedRead {
         ret: isize::MIN,
-        epoch: 0,
+        batch: None,
     };
 
     /// A return that entered no epoch: zero or a negated errno.
     #[inline(always)]
     pub(crate) fn other(ret: isize) -> Self {
-        CountedRead { ret, epoch: 0 }
+        CountedRead { ret, batch: None }
     }
 
     /// The call's return code.
@@ -906,10 +928,10 @@ impl CountedRead {
         self.ret
     }
 
-    /// The call's return code and the batch's epoch (0 for no batch).
+    /// The call's return code and the batch it returned, counted.
     #[inline(always)]
-    pub(crate) fn parts(self) -> (isize, u64) {
-        (self.ret, self.epoch)
+    pub(crate) fn parts(self) -> (isize, Option<Entered<'a>>) {
+        (self.ret, self.batch)
     }
 }
 
@@ -929,7 +951,7 @@ impl CqInner {
         &self,
         guarded: bool,
         read: impl FnOnce() -> Result<isize>,
-    ) -> Result<CountedRead> {
+    ) -> Result<CountedRead<'_>> {
         let (progress, noted) = if guarded {
             let progress = self.progress_guard();
             let noted = progress.noted();
@@ -957,7 +979,7 @@ impl CqInner {
     /// that the open gate's path keeps the pointer it loaded for its call.
     #[cold]
     #[inline(never)]
-    fn read_behind_gate(&self, entries: *mut c_void, count: usize) -> CountedRead {
+    fn read_behind_gate(&self, entries: *mut c_void, count: usize) -> CountedRead<'_> {
         // The read call cannot fail: the only error is the refusal.
         self.counted_read(false, || {
             // SAFETY: the queue's own fid; the caller's buffer has room for
@@ -975,7 +997,7 @@ impl CqInner {
     /// read's (no guard) is counted out of line: inline, the compiler
     /// tested for a batch before testing for the empty read.
     #[inline(always)]
-    fn count(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
+    fn count(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead<'_> {
         if is_again(ret) {
             drop(progress);
             return CountedRead::other(ret);
@@ -988,25 +1010,28 @@ impl CqInner {
 
     /// `count_returned` of a read without a guard (a serialized model's).
     #[inline(never)]
-    fn count_unguarded(&self, ret: isize) -> CountedRead {
+    fn count_unguarded(&self, ret: isize) -> CountedRead<'_> {
         self.count_returned(ret, None)
     }
 
     /// `count` of any return but the empty read's: a batch of completions
     /// (a positive return) is counted in the current epoch, under the
     /// guard if there is one, which is then released; any other return
-    /// enters none (0).
+    /// enters none.
     #[inline(always)]
-    fn count_returned(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead {
+    fn count_returned(&self, ret: isize, progress: Option<ProgressRead<'_>>) -> CountedRead<'_> {
         // The guard released on each path: released where the two joined,
         // the caller tested the return again after the release.
         if ret > 0 {
-            let epoch = self.epochs.enter();
+            let batch = self.epochs.enter();
             drop(progress);
-            CountedRead { ret, epoch }
+            CountedRead {
+                ret,
+                batch: Some(batch),
+            }
         } else {
             drop(progress);
-            CountedRead { ret, epoch: 0 }
+            CountedRead { ret, batch: None }
         }
     }
 
@@ -1041,7 +1066,7 @@ impl CqInner {
         ret: isize,
         progress: Option<ProgressRead<'_>>,
         awaiting: u64,
-    ) -> CountedRead {
+    ) -> CountedRead<'_> {
         let counted = self.count(ret, progress);
         if awaiting != 0 && is_again(ret) {
             self.epochs.read_empty(awaiting, &self.progress);
@@ -1233,29 +1258,35 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             read if is_again(read.ret()) => Ok(CqRead::Empty),
             // Then a batch (counted by read_raw), inline: out of line, it
             // cost a call and a frame, and came back through memory.
-            read if read.ret() > 0 => {
-                let (ret, epoch) = read.parts();
-                Ok(CqRead::Completions(Completions::of_batch(
-                    ret.unsigned_abs(),
-                    &inner.epochs,
-                    buf,
-                    epoch,
-                )))
-            }
-            read => self.read_returned(read, buf),
+            CountedRead {
+                ret,
+                batch: Some(batch),
+            } => Ok(CqRead::Completions(Completions::of_batch(
+                ret.unsigned_abs(),
+                buf,
+                batch,
+            ))),
+            read => match self.read_returned(read.ret(), buf) {
+                Returned::Empty => Ok(CqRead::Empty),
+                Returned::Entry(entry) => Ok(CqRead::Error(entry)),
+                Returned::Failed(e) => Err(*e),
+            },
         }
     }
 
     /// `finish_read` of `fi_cq_read` for what is neither the empty read nor
     /// a batch (a return of 0, an error entry, an error, the refusal), out
-    /// of line (see `CqInner::count`), with its arguments in registers.
+    /// of line (see `CqInner::count`), with its arguments and its result in
+    /// registers.
     #[inline(never)]
-    fn read_returned<'b>(
-        &'b self,
-        read: CountedRead,
-        buf: &'b mut [F::Entry],
-    ) -> Result<CqRead<'b, F::Entry>> {
-        self.finish_read(read, buf, "fi_cq_read")
+    fn read_returned(&self, ret: isize, buf: &mut [F::Entry]) -> Returned {
+        // A return without a batch decodes to the empty read or an error
+        // entry, or fails.
+        match self.finish_read(CountedRead::other(ret), buf, "fi_cq_read") {
+            Ok(CqRead::Error(entry)) => Returned::Entry(entry),
+            Ok(_) => Returned::Empty,
+            Err(e) => Returned::Failed(Box::new(e)),
+        }
     }
 
     /// A counted read of `call` decoded, its error entry read: the reads'
@@ -1264,11 +1295,11 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     #[inline(always)]
     fn finish_read<'b>(
         &'b self,
-        read: CountedRead,
+        read: CountedRead<'b>,
         buf: &'b mut [F::Entry],
         call: &'static str,
     ) -> Result<CqRead<'b, F::Entry>> {
-        self.finish(decode(read.parts(), &self.inner.epochs, buf, call)?)
+        self.finish(decode(read.parts(), buf, call)?)
     }
 
     /// The next completion, its buffer taken back from `pool`: blocks in
@@ -1309,7 +1340,10 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     /// One `fi_cq_read` of the queue `inner` (the caller's, loaded once),
     /// through [`CqInner::counted_read`], undecoded.
     #[inline(always)]
-    pub(crate) fn read_raw(inner: &CqInner, buf: &mut [F::Entry]) -> Result<CountedRead> {
+    pub(crate) fn read_raw<'a>(
+        inner: &'a CqInner,
+        buf: &mut [F::Entry],
+    ) -> Result<CountedRead<'a>> {
         let count = buf.len().min(F::MAX_BATCH);
         if count == 0 {
             return Ok(CountedRead::other(Errno::AGAIN.to_ret()));
@@ -1543,7 +1577,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         count: usize,
         cond: *const c_void,
         timeout: Option<Duration>,
-    ) -> Result<CountedRead> {
+    ) -> Result<CountedRead<'_>> {
         let ms = provider_timeout_ms(timeout);
         // Blocking: under the progress guard in every model.
         self.inner.counted_read(true, || {
@@ -1593,8 +1627,12 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         // An error entry naming a context is a batch of its own (see the
         // epochs module), counted under the progress guard.
         let ticket = read.as_ref().and_then(|(entry, _)| {
-            (!entry.op_context.is_null())
-                .then(|| (self.inner.epochs.clone(), self.inner.epochs.enter()))
+            (!entry.op_context.is_null()).then(|| {
+                (
+                    self.inner.epochs.clone(),
+                    self.inner.epochs.enter().parity(),
+                )
+            })
         });
         drop(progress);
         Ok(read.map(|(entry, err_data)| CqError {
@@ -1714,14 +1752,15 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
 
 #[inline]
 pub(crate) fn decode<'b, T: CompletionEntry>(
-    (ret, epoch): (isize, u64),
-    epochs: &'b Epochs,
+    (ret, batch): (isize, Option<Entered<'b>>),
     buf: &'b mut [T],
     call: &'static str,
 ) -> Result<Decoded<'b, T>> {
-    if let Ok(n @ 1..) = classify(ret) {
+    if let Some(batch) = batch {
         return Ok(Decoded::Read(CqRead::Completions(Completions::of_batch(
-            n, epochs, buf, epoch,
+            ret.unsigned_abs(),
+            buf,
+            batch,
         ))));
     }
     if is_again(ret) || ret == 0 {

@@ -24,7 +24,7 @@
 //! and one decrement.
 //!
 //! A release and the settling meet on the counter alone (see
-//! `Epochs::leave`); the `model` tests explore every interleaving of that
+//! `Entered::leave`); the `model` tests explore every interleaving of that
 //! handshake.
 //!
 //! A batch whose guard is leaked (`std::mem::forget`) is never released:
@@ -36,17 +36,23 @@
 
 use crate::buffer::StaleMarks;
 use crate::progress::ProgressLock;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A queue's epochs of read batches, and the stale marks waiting on them.
+///
+/// `repr(C)`, `live` first and 16-byte aligned: a counter's address says
+/// which counter it is and where its epochs are (see [`Entered`]).
+#[repr(C, align(16))]
 pub(crate) struct Epochs {
-    epoch: AtomicU64,
     /// Batches not yet released, by epoch parity, each counter plus one
     /// while it is biased (`Waiting::biased`). Only the newest epoch of
     /// each parity has any: the epoch advances only when the counter it
     /// moves to has none.
     live: [AtomicUsize; 2],
+    epoch: AtomicU64,
     /// The sequence number of the newest marks waiting for an empty read;
     /// 0 when none are.
     awaiting: AtomicU64,
@@ -110,27 +116,26 @@ impl Epochs {
     }
 
     /// After a read that returned completions, under the progress lock:
-    /// counts the batch in the current epoch, which it returns.
+    /// counts the batch in the current epoch.
     #[inline(always)]
-    pub(crate) fn enter(&self) -> u64 {
+    pub(crate) fn enter(&self) -> Entered<'_> {
         let epoch = self.epoch.load(Ordering::Relaxed);
-        self.live[(epoch & 1) as usize].fetch_add(1, Ordering::Relaxed);
-        epoch
+        let batch = self.entered((epoch & 1) as usize);
+        batch.counter().fetch_add(1, Ordering::Relaxed);
+        batch
     }
 
-    /// A batch of `epoch` was released: each of its completions was
-    /// reclaimed or handed back before this.
-    ///
-    /// The counter drops to zero only unbiased, when marks may wait for
-    /// this batch. `settle_locked` takes the bias off with a
-    /// read-modify-write of the same counter before it loads it, so either
-    /// this decrement comes after that one and finds the counter at zero,
-    /// or that load sees this batch released. The release ordering makes
-    /// the batch's reclaims visible to the settling that follows.
-    #[inline(always)]
-    pub(crate) fn leave(&self, epoch: u64) {
-        if self.live[(epoch & 1) as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.settle();
+    /// A batch of an epoch of `parity` (0 or 1), counted before: what
+    /// [`Entered::parity`] gave.
+    pub(crate) fn entered(&self, parity: usize) -> Entered<'_> {
+        let counter = NonNull::from(self).cast::<AtomicUsize>();
+        Entered {
+            // SAFETY: `live` is the first field (repr(C)), so `counter`
+            // is `live[0]` and `parity & 1` stays within the array. The
+            // pointer is derived from the whole `self`, so that
+            // `Entered::epochs` may take it back to it.
+            counter: unsafe { counter.add(parity & 1) },
+            _epochs: PhantomData,
         }
     }
 
@@ -227,7 +232,7 @@ impl Epochs {
         self.settle_locked(&mut waiting);
     }
 
-    /// `leave`'s settling, out of line. `extern "C"` so that it cannot
+    /// `Entered::leave`'s settling, out of line. `extern "C"` so that it cannot
     /// unwind: a batch's drop calls nothing that can
     /// (`cq::Completions`'s `Drop`).
     #[cold]
@@ -238,7 +243,7 @@ impl Epochs {
     }
 
     fn settle_locked(&self, waiting: &mut Waiting) {
-        // Unbiased before the counters are looked at (see leave): a batch
+        // Unbiased before the counters are looked at (see `Entered::leave`): a batch
         // released after the look settles what this leaves waiting.
         if !waiting.drain.is_empty() || waiting.closed {
             self.set_biased(waiting, false);
@@ -272,5 +277,101 @@ impl Epochs {
     }
 }
 
+// `Entered::epochs` takes a counter back to its epochs by its address.
+const _: () = assert!(std::mem::offset_of!(Epochs, live) == 0);
+const _: () = assert!(std::mem::align_of::<Epochs>() == 2 * std::mem::size_of::<AtomicUsize>());
+
+/// A batch counted in an epoch of a queue's [`Epochs`]
+/// ([`Epochs::enter`]): the counter of the epoch's parity, which its
+/// release decrements. One pointer, where the epochs and the epoch were
+/// two words: a batch's guard is stored, and its release loads, one word
+/// less.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entered<'a> {
+    /// `live[0]` or `live[1]` of an `Epochs` that lives for 'a, derived
+    /// from a pointer to the whole (`Epochs::entered`).
+    counter: NonNull<AtomicUsize>,
+    _epochs: PhantomData<&'a Epochs>,
+}
+
+// SAFETY: it stands for a shared reference to an `Epochs`, which is Sync.
+unsafe impl Send for Entered<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Entered<'_> {}
+
+impl<'a> Entered<'a> {
+    #[inline(always)]
+    fn counter(self) -> &'a AtomicUsize {
+        // SAFETY: a counter of an `Epochs` that lives for 'a (the field's
+        // invariant).
+        unsafe { self.counter.as_ref() }
+    }
+
+    /// The parity of the batch's epoch: its counter's index, which bit 3
+    /// of its address tells (`live` starts the 16-byte aligned epochs,
+    /// and a counter is 8 bytes).
+    pub(crate) fn parity(self) -> usize {
+        (self.counter.as_ptr() as usize >> 3) & 1
+    }
+
+    /// The epochs of the counter (out of line: the settling's only).
+    fn epochs(self) -> &'a Epochs {
+        // SAFETY: the counter is `live[parity]` of an `Epochs` that lives
+        // for 'a (the field's invariant), at `parity` counters from its
+        // start (`live` is the first field, see the assertions above);
+        // the pointer was derived from one to the whole `Epochs`.
+        unsafe { self.counter.sub(self.parity()).cast::<Epochs>().as_ref() }
+    }
+
+    /// The batch was released: each of its completions was reclaimed or
+    /// handed back before this.
+    ///
+    /// The counter drops to zero only unbiased, when marks may wait for
+    /// this batch. `settle_locked` takes the bias off with a
+    /// read-modify-write of the same counter before it loads it, so either
+    /// this decrement comes after that one and finds the counter at zero,
+    /// or that load sees this batch released. The release ordering makes
+    /// the batch's reclaims visible to the settling that follows.
+    #[inline(always)]
+    pub(crate) fn leave(self) {
+        if self.counter().fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.epochs().settle();
+        }
+    }
+}
+
 #[cfg(test)]
 mod model;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_counted_on_its_epochs_counter_and_leads_back_to_them() {
+        // On the heap, as a queue holds them, and on the stack.
+        let held = Arc::new(Epochs::default());
+        let local = Epochs::default();
+        for epochs in [&*held, &local] {
+            for parity in 0..2 {
+                let batch = epochs.entered(parity);
+                assert_eq!(batch.parity(), parity);
+                assert!(std::ptr::eq(batch.epochs(), epochs));
+                assert!(std::ptr::eq(batch.counter(), &epochs.live[parity]));
+            }
+            let counts = || epochs.live.each_ref().map(|c| c.load(Ordering::Relaxed));
+            // Biased by one each while nothing drains.
+            assert_eq!(counts(), [1, 1]);
+            let batch = epochs.enter();
+            assert_eq!(batch.parity(), 0);
+            assert_eq!(counts(), [2, 1]);
+            epochs.epoch.store(1, Ordering::Relaxed);
+            let later = epochs.enter();
+            assert_eq!(later.parity(), 1);
+            assert_eq!(counts(), [2, 2]);
+            batch.leave();
+            later.leave();
+            assert_eq!(counts(), [1, 1]);
+        }
+    }
+}

@@ -308,7 +308,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
             // Neither -FI_EAGAIN nor 0 (no completion either) nor an error
             // completion: never empty.
             if !is_again(ret) && ret != 0 {
-                let read = cq::decode(read.parts(), &self.cq.inner.epochs, buf, "fi_cq_read")?;
+                let read = cq::decode(read.parts(), buf, "fi_cq_read")?;
                 return self.cq.finish(read);
             }
             let progress = Some(self.cq.inner.lifecycle());

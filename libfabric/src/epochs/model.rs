@@ -1,7 +1,7 @@
 //! Every interleaving of batch releases and a settling, on the counter of
 //! one epoch, explored exhaustively.
 //!
-//! The threads are a step-by-step transcription of `Epochs::leave` and of
+//! The threads are a step-by-step transcription of `Entered::leave` and of
 //! `settle_locked` under the `waiting` lock (as `read_empty` runs it when
 //! marks start to wait for the epoch's batches, and as `settle` runs it
 //! when a release finds the counter at zero): one step per
