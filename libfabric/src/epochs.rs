@@ -277,9 +277,17 @@ impl Epochs {
     }
 }
 
-// `Entered::epochs` takes a counter back to its epochs by its address.
+// `Entered::epochs` takes a counter back to its epochs by its address:
+// `live` starts them, aligned to two counters at least.
+const COUNTER: usize = std::mem::size_of::<AtomicUsize>();
 const _: () = assert!(std::mem::offset_of!(Epochs, live) == 0);
-const _: () = assert!(std::mem::align_of::<Epochs>() == 2 * std::mem::size_of::<AtomicUsize>());
+const _: () = assert!(std::mem::align_of::<Epochs>() >= 2 * COUNTER);
+// `Entered` stands for a shared reference to its epochs, sent and shared
+// across threads (its `unsafe impl`s).
+const _: () = {
+    const fn shared<T: Sync>() {}
+    shared::<Epochs>();
+};
 
 /// A batch counted in an epoch of a queue's [`Epochs`]
 /// ([`Epochs::enter`]): the counter of the epoch's parity, which its
@@ -307,14 +315,14 @@ impl<'a> Entered<'a> {
         unsafe { self.counter.as_ref() }
     }
 
-    /// The parity of the batch's epoch: its counter's index, which bit 3
-    /// of its address tells (`live` starts the 16-byte aligned epochs,
-    /// and a counter is 8 bytes).
+    /// The parity of the batch's epoch: its counter's index, which its
+    /// address tells (`live` starts the epochs, aligned to two counters
+    /// at least).
     pub(crate) fn parity(self) -> usize {
-        (self.counter.as_ptr() as usize >> 3) & 1
+        (self.counter.as_ptr() as usize / COUNTER) & 1
     }
 
-    /// The epochs of the counter (out of line: the settling's only).
+    /// The epochs of the counter (the settling's only use).
     fn epochs(self) -> &'a Epochs {
         // SAFETY: the counter is `live[parity]` of an `Epochs` that lives
         // for 'a (the field's invariant), at `parity` counters from its
