@@ -637,7 +637,10 @@ impl<T: CompletionEntry> Drop for Completions<'_, T> {
         if self.entries.iter().any(|e| e.context() != 0) {
             release_unreclaimed_entries(self.entries);
         }
-        self.batch.leave();
+        // SAFETY: the batch is moved out once, as its guard is dropped
+        // (`drop` runs once), and is not used after: `Entered` has no
+        // drop of its own, so nothing else reads or drops it.
+        unsafe { std::ptr::read(&self.batch) }.leave();
     }
 }
 
@@ -900,8 +903,8 @@ impl CqInner {
 /// the empty read a polling loop sees most). Two words, so that it is
 /// returned and passed on in registers (from a serialized read's
 /// out-of-line count, to the out-of-line decode of
-/// `CompletionQueue::read`).
-#[derive(Clone, Copy, Debug)]
+/// `CompletionQueue::read`). Moved, not copied: its batch is left once.
+#[derive(Debug)]
 pub(crate) struct CountedRead<'a> {
     ret: isize,
     /// Some exactly when `ret` is positive.
@@ -924,7 +927,7 @@ impl<'a> CountedRead<'a> {
 
     /// The call's return code.
     #[inline(always)]
-    pub(crate) fn ret(self) -> isize {
+    pub(crate) fn ret(&self) -> isize {
         self.ret
     }
 

@@ -293,8 +293,9 @@ const _: () = {
 /// ([`Epochs::enter`]): the counter of the epoch's parity, which its
 /// release decrements. One pointer, where the epochs and the epoch were
 /// two words: a batch's guard is stored, and its release loads, one word
-/// less.
-#[derive(Clone, Copy, Debug)]
+/// less. Neither `Copy` nor `Clone`: [`leave`](Entered::leave) takes it,
+/// so a count is left at most once.
+#[derive(Debug)]
 pub(crate) struct Entered<'a> {
     /// `live[0]` or `live[1]` of an `Epochs` that lives for 'a, derived
     /// from a pointer to the whole (`Epochs::entered`).
@@ -309,7 +310,7 @@ unsafe impl Sync for Entered<'_> {}
 
 impl<'a> Entered<'a> {
     #[inline(always)]
-    fn counter(self) -> &'a AtomicUsize {
+    fn counter(&self) -> &'a AtomicUsize {
         // SAFETY: a counter of an `Epochs` that lives for 'a (the field's
         // invariant).
         unsafe { self.counter.as_ref() }
@@ -318,12 +319,12 @@ impl<'a> Entered<'a> {
     /// The parity of the batch's epoch: its counter's index, which its
     /// address tells (`live` starts the epochs, aligned to two counters
     /// at least).
-    pub(crate) fn parity(self) -> usize {
+    pub(crate) fn parity(&self) -> usize {
         (self.counter.as_ptr() as usize / COUNTER) & 1
     }
 
     /// The epochs of the counter (the settling's only use).
-    fn epochs(self) -> &'a Epochs {
+    fn epochs(&self) -> &'a Epochs {
         // SAFETY: the counter is `live[parity]` of an `Epochs` that lives
         // for 'a (the field's invariant), at `parity` counters from its
         // start (`live` is the first field, see the assertions above);

@@ -1467,10 +1467,42 @@ fn a_completion_held_across_the_close_keeps_its_context_stale() {
     // reclaimed) names a context the close took back. Until it is
     // released, that context is not posted with again: were it, the held
     // completion would hand out the buffer of the new operation in flight.
+    held_across_the_close(0);
+}
+
+#[test]
+fn a_completion_held_in_an_odd_epoch_keeps_its_context_stale_until_released() {
+    // As above, with the batch read in an epoch of the other parity: a
+    // queue counts its batches on two counters, by their epoch's parity,
+    // and the release of the last batch of either must settle the marks
+    // waiting for it.
+    held_across_the_close(1);
+}
+
+/// A queue's epoch advanced `advances` times (each by a close whose marks
+/// an empty read settles at once), then a completion held across the close
+/// of its endpoint: its context stays stale while the batch is held, and
+/// its slot is back once the batch is released and the queue read empty.
+fn held_across_the_close(advances: usize) {
     let (fabric, domain, info) = fabric_domain();
     skip_if_msg!(info, "MSG endpoints send only once connected");
     let cq = CompletionQueue::<Tagged>::open(&domain, &CqAttr::new()).unwrap();
     let pool = BufferPool::new(&domain, 1, 64).unwrap();
+    for round in 0..advances {
+        // A receive in flight at its endpoint's close: its context is
+        // marked stale until the queue is read empty after the close,
+        // which advances the queue's epoch (no batch is held, so the
+        // marks settle there).
+        let ep = receiving_endpoint(&fabric, &domain, &info, &cq);
+        ep.recv(pool.take().unwrap()).unwrap();
+        drop(ep);
+        let _ = drain(&cq, &pool);
+        assert!(
+            pool.take().is_some(),
+            "advance {round}: read empty after the close, nothing held: the slot is back \
+             (and, below, its two contexts are free)"
+        );
+    }
     let one = OneReceive::posted(&fabric, &domain, &info, &cq, &pool);
     let mut entries: [TaggedEntry; 4] = Default::default();
     OneReceive::completed(&one.scq, &one.spool, &cq, &mut entries, |held| {
