@@ -705,7 +705,10 @@ impl Drop for UnreclaimedContext {
     fn drop(&mut self) {
         crate::buffer::release_unreclaimed(self.0, self.2);
         if let Some((epochs, parity)) = &self.1 {
-            epochs.entered(*parity).leave();
+            // SAFETY: the count the error entry's read made (`read_err`
+            // kept only its parity); this field is neither Clone nor
+            // Copy, and its drop runs once: it is left once, here.
+            unsafe { epochs.entered(*parity) }.leave();
         }
     }
 }
@@ -1628,7 +1631,8 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         let progress = self.inner.progress_guard();
         let read = self.inner.readerr_raw(buf)?;
         // An error entry naming a context is a batch of its own (see the
-        // epochs module), counted under the progress guard.
+        // epochs module), counted under the progress guard. Only its
+        // parity is kept: `UnreclaimedContext`'s drop leaves the count.
         let ticket = read.as_ref().and_then(|(entry, _)| {
             (!entry.op_context.is_null()).then(|| {
                 (

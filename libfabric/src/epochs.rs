@@ -120,14 +120,23 @@ impl Epochs {
     #[inline(always)]
     pub(crate) fn enter(&self) -> Entered<'_> {
         let epoch = self.epoch.load(Ordering::Relaxed);
-        let batch = self.entered((epoch & 1) as usize);
+        // SAFETY: the count is made here, and the one `Entered` returned.
+        let batch = unsafe { self.entered((epoch & 1) as usize) };
         batch.counter().fetch_add(1, Ordering::Relaxed);
         batch
     }
 
     /// A batch of an epoch of `parity` (0 or 1), counted before: what
     /// [`Entered::parity`] gave.
-    pub(crate) fn entered(&self, parity: usize) -> Entered<'_> {
+    ///
+    /// # Safety
+    /// Not memory safety: the count's. The caller owns a count of `parity`
+    /// that [`enter`](Self::enter) made and that no other `Entered` still
+    /// stands for (its `Entered` was dropped unleft, keeping only its
+    /// parity), and leaves it once through the one returned. Each extra
+    /// `Entered` could leave the count again and settle marks of a batch
+    /// still held.
+    pub(crate) unsafe fn entered(&self, parity: usize) -> Entered<'_> {
         let counter = NonNull::from(self).cast::<AtomicUsize>();
         Entered {
             // SAFETY: `live` is the first field (repr(C)), so `counter`
@@ -282,6 +291,9 @@ impl Epochs {
 const COUNTER: usize = std::mem::size_of::<AtomicUsize>();
 const _: () = assert!(std::mem::offset_of!(Epochs, live) == 0);
 const _: () = assert!(std::mem::align_of::<Epochs>() >= 2 * COUNTER);
+// `Completions::drop` moves its `Entered` out of `&mut self`: it has
+// nothing to drop, so nothing reads it after the move.
+const _: () = assert!(!std::mem::needs_drop::<Entered<'static>>());
 // `Entered` stands for a shared reference to its epochs, sent and shared
 // across threads (its `unsafe impl`s).
 const _: () = {
@@ -363,7 +375,8 @@ mod tests {
         let local = Epochs::default();
         for epochs in [&*held, &local] {
             for parity in 0..2 {
-                let batch = epochs.entered(parity);
+                // SAFETY: the count is never left (only looked at).
+                let batch = unsafe { epochs.entered(parity) };
                 assert_eq!(batch.parity(), parity);
                 assert!(std::ptr::eq(batch.epochs(), epochs));
                 assert!(std::ptr::eq(batch.counter(), &epochs.live[parity]));
