@@ -460,6 +460,10 @@ pub struct EventBuf {
     /// `words.len() * 8`, kept so that a read passes it as it is. Set with
     /// `words`, and neither changes after.
     bytes: usize,
+    /// `bytes` less the fixed part of an `fi_eq_cm_entry`: the most
+    /// connection data an entry read into it can carry, which bounds the
+    /// length a read returned in one compare (`decode`). Set with `words`.
+    data_room: usize,
     cm_capacity: usize,
     /// Where the `err_data` of an error entry that a read hands back is
     /// copied.
@@ -521,8 +525,11 @@ impl EventBuf {
         }
         let len = (size_of::<sys::fi_eq_cm_entry>() + bytes).max(size_of::<sys::fi_eq_entry>());
         let words: Box<[u64]> = try_zeroed("EventBuf", len.div_ceil(8))?;
+        let buffer_len = words.len() * 8;
         Ok(EventBuf {
-            bytes: words.len() * 8,
+            bytes: buffer_len,
+            // At least 0: len holds an fi_eq_cm_entry.
+            data_room: buffer_len - size_of::<sys::fi_eq_cm_entry>(),
             words,
             cm_capacity: bytes,
             // A rejected connection's error entry carries the rejecting
@@ -695,13 +702,56 @@ pub struct ConnReq<'b> {
 /// [`EventQueue::peek`] (the request still belongs to the queue, and the
 /// next read hands it out as [`Event::ConnReq`]), or an `FI_CONNREQ` entry
 /// the application wrote itself with no `fi_info` in it.
-#[derive(Debug)]
-#[non_exhaustive]
+///
+/// Read in place from the [`EventBuf`], as an [`Entry`] is: its fields are
+/// taken from the entry when asked for, so that a read that finds one
+/// hands back no more than where the entry is and how long it is.
 pub struct UnownedConnReq<'b> {
+    /// The entry's bytes in the buffer: the fixed part of an
+    /// `fi_eq_cm_entry` (at least), then the connection data, up to the
+    /// length the read returned. Starts at the buffer's start (u64-aligned).
+    entry: &'b [u8],
+}
+
+impl<'b> UnownedConnReq<'b> {
+    /// The request of the entry `entry`, the start of a buffer's bytes.
+    /// `entry` must be at least an `fi_eq_cm_entry` long (the readers
+    /// check the length the read returned first).
+    #[inline(always)]
+    fn new(entry: &'b [u8]) -> Self {
+        debug_assert!(entry.len() >= size_of::<sys::fi_eq_cm_entry>());
+        UnownedConnReq { entry }
+    }
+
     /// The passive endpoint that received it.
-    pub fid: Fid,
+    #[must_use]
+    #[inline]
+    pub fn fid(&self) -> Fid {
+        // SAFETY: entry starts at the start of an EventBuf's u64 words
+        // (aligned for a pointer) and holds at least an fi_eq_cm_entry
+        // (`new`), whose first field is the fid, an initialised pointer
+        // (the buffer is zeroed when made, then written by the provider);
+        // any bits are a valid Fid, which is never dereferenced.
+        Fid::from_raw(unsafe { *self.entry.as_ptr().cast::<*mut sys::fid>() })
+    }
+
     /// The connection data the peer sent.
-    pub data: &'b [u8],
+    #[must_use]
+    #[inline]
+    pub fn data(&self) -> &'b [u8] {
+        // SAFETY: entry is at least an fi_eq_cm_entry long (`new`), so the
+        // data after its fixed part is in bounds (and may be empty).
+        unsafe { self.entry.get_unchecked(size_of::<sys::fi_eq_cm_entry>()..) }
+    }
+}
+
+impl fmt::Debug for UnownedConnReq<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UnownedConnReq")
+            .field("fid", &self.fid())
+            .field("data", &self.data())
+            .finish()
+    }
 }
 
 /// `FI_CONNECTED` or `FI_SHUTDOWN`.
@@ -754,7 +804,7 @@ impl Event<'_> {
             | Event::AvComplete(e)
             | Event::JoinComplete(e) => Some(e.fid),
             Event::ConnReq(c) => Some(c.fid),
-            Event::UnownedConnReq(c) => Some(c.fid),
+            Event::UnownedConnReq(c) => Some(c.fid()),
             Event::Connected(c) | Event::Shutdown(c) => Some(c.fid),
             Event::Unknown { .. } => None,
         }
@@ -1460,7 +1510,12 @@ pub(crate) fn decode<'b>(
             let buf: &'b EventBuf = buf;
             return Ok(EqRead::Event(Event::Notify(buf.entry())));
         }
-    } else if ret >= CM_ENTRY_LEN && ret as usize <= buf.len() && event == sys::FI_CONNREQ {
+    } else if (ret as usize).wrapping_sub(CM_ENTRY_LEN as usize) <= buf.data_room
+        && event == sys::FI_CONNREQ
+    {
+        // One unsigned compare bounds ret on both sides: at least the fixed
+        // part of an fi_eq_cm_entry (below it, and any negative code, the
+        // difference wraps past any room) and no more than the buffer.
         // SAFETY: the provider wrote ret bytes, at least the fixed part of
         // an fi_eq_cm_entry and no more than the buffer holds, at the start
         // of the u64-aligned buffer.
@@ -1470,11 +1525,13 @@ pub(crate) fn decode<'b>(
         // both with the queue. Providers always give a request one: a NULL
         // one was written by the application.
         if e.info.is_null() || how.peek() {
-            let fid = Fid::from_raw(e.fid);
-            return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq {
-                fid,
-                data: &buf.as_bytes()[size_of::<sys::fi_eq_cm_entry>()..ret as usize],
-            })));
+            let buf: &'b EventBuf = buf;
+            // SAFETY: ret is at most the buffer's length (data_room is
+            // that length less what ret was compared less).
+            let entry = unsafe { buf.as_bytes().get_unchecked(..ret as usize) };
+            return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq::new(
+                entry,
+            ))));
         }
     }
     if is_again(ret) {
@@ -1563,13 +1620,19 @@ fn short_write(ret: isize) -> Error {
 const ENTRY_LEN: isize = size_of::<sys::fi_eq_entry>() as isize;
 const CM_ENTRY_LEN: isize = size_of::<sys::fi_eq_cm_entry>() as isize;
 
+/// A connection event of `ret` bytes in `buf` (`ret` at least the fixed
+/// part of an `fi_eq_cm_entry`), up to the end of the buffer.
+fn cm_entry(buf: &EventBuf, ret: isize) -> &[u8] {
+    let all = buf.as_bytes();
+    &all[..(ret as usize).min(all.len())]
+}
+
 /// The connection data of a connection event of `ret` bytes in `buf`
 /// (`ret` at least the fixed part of an `fi_eq_cm_entry`): what follows the
 /// fixed part, up to the end of the buffer.
 fn cm_data(buf: &EventBuf, ret: isize) -> &[u8] {
-    let all = buf.as_bytes();
-    let end = (ret as usize).min(all.len());
-    &all[size_of::<sys::fi_eq_cm_entry>().min(end)..end]
+    let entry = cm_entry(buf, ret);
+    &entry[size_of::<sys::fi_eq_cm_entry>().min(entry.len())..]
 }
 
 /// What [`decode`] does not decide inline: a negative code (an error
@@ -1631,7 +1694,7 @@ fn decode_slow<'b>(
         // A peek leaves the fi_info with the queue: no Info is made of it.
         sys::FI_CONNREQ => match (!how.peek()).then(|| Info::from_raw(info)).flatten() {
             Some(info) => return Ok(owned_request(eq, fid, info, data)),
-            None => Event::UnownedConnReq(UnownedConnReq { fid, data }),
+            None => Event::UnownedConnReq(UnownedConnReq::new(cm_entry(buf, ret))),
         },
         sys::FI_CONNECTED => {
             if !how.peek() {

@@ -402,14 +402,14 @@ fn raw_entries_decode_by_type_and_length() {
         if peek_first {
             match eq.peek(&mut buf).unwrap() {
                 EqRead::Event(Event::UnownedConnReq(r)) => {
-                    assert_eq!((r.fid, r.data), (eq.fid(), &cm.data[..data_len]));
+                    assert_eq!((r.fid(), r.data()), (eq.fid(), &cm.data[..data_len]));
                 }
                 other => panic!("peek of a request with no fi_info: {other:?}"),
             }
         }
         match eq.read(&mut buf).unwrap() {
             EqRead::Event(Event::UnownedConnReq(r)) => {
-                assert_eq!((r.fid, r.data), (eq.fid(), &cm.data[..data_len]));
+                assert_eq!((r.fid(), r.data()), (eq.fid(), &cm.data[..data_len]));
             }
             other => panic!("read of a request with no fi_info: {other:?}"),
         }
@@ -419,7 +419,7 @@ fn raw_entries_decode_by_type_and_length() {
     write_raw(&eq, sys::FI_CONNREQ, &cm, cm_len + 16);
     match eq.sread(&mut buf, Some(Duration::from_secs(30))) {
         Ok(EqRead::Event(Event::UnownedConnReq(r))) => {
-            assert_eq!((r.fid, r.data), (eq.fid(), &cm.data[..]));
+            assert_eq!((r.fid(), r.data()), (eq.fid(), &cm.data[..]));
         }
         Err(Error::WrongWaitMode { .. }) => {
             assert!(matches!(
@@ -449,6 +449,7 @@ fn raw_entries_decode_by_type_and_length() {
         (sys::FI_NOTIFY, whole - 1),
         (sys::FI_MR_COMPLETE, 8),
         (sys::FI_CONNREQ, cm_len - 1),
+        (sys::FI_CONNREQ, 1),
         (sys::FI_CONNECTED, 8),
         (sys::FI_SHUTDOWN, 1),
     ] {
@@ -464,6 +465,17 @@ fn raw_entries_decode_by_type_and_length() {
                 other => panic!("peek {peek}, event {event}, {len} bytes: {other:?}"),
             }
         }
+    }
+
+    // A request that fills a buffer exactly: all its data, bounded by the
+    // buffer's end (the length compare is at its edge).
+    let mut exact = EventBuf::with_cm_data_capacity(16).unwrap();
+    write_raw(&eq, sys::FI_CONNREQ, &cm, cm_len + 16);
+    match eq.read(&mut exact).unwrap() {
+        EqRead::Event(Event::UnownedConnReq(r)) => {
+            assert_eq!((r.fid(), r.data()), (eq.fid(), &cm.data[..]));
+        }
+        other => panic!("a request that fills the buffer: {other:?}"),
     }
 
     write_raw(&eq, 1000, &entry, 8);

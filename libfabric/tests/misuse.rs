@@ -213,7 +213,7 @@ fn a_peeked_connection_request_owns_no_info() {
         let _ = client_eq.peek(&mut EventBuf::new());
         match server_eq.peek(&mut buf).unwrap() {
             EqRead::Event(Event::UnownedConnReq(c)) => {
-                assert_eq!(c.data, b"peek");
+                assert_eq!(c.data(), b"peek");
                 break;
             }
             EqRead::Empty => {}

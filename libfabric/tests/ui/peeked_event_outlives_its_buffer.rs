@@ -5,7 +5,7 @@ fn data_len(eq: &libfabric::EventQueue) -> usize {
     let event = eq.peek(&mut buf).unwrap();
     drop(buf);
     match event {
-        EqRead::Event(Event::UnownedConnReq(c)) => c.data.len(),
+        EqRead::Event(Event::UnownedConnReq(c)) => c.data().len(),
         _ => 0,
     }
 }

@@ -733,7 +733,7 @@ fn eq_read_connreq(eq: &EventQueue, iters: u64) -> Result<Vec<f64>, String> {
         for j in 0..n {
             match eq.read(&mut buf) {
                 Ok(EqRead::Event(Event::UnownedConnReq(r)))
-                    if r.data.len() == DATA && r.data[LAST] == (j as usize + LAST) as u8 => {}
+                    if r.data().len() == DATA && r.data()[LAST] == (j as usize + LAST) as u8 => {}
                 Ok(EqRead::Event(Event::UnownedConnReq(r))) => return Err(gave(CONNREQ, r)),
                 Ok(read) => return Err(gave(CONNREQ, read)),
                 Err(e) => return Err(gave(CONNREQ, e)),
