@@ -682,6 +682,10 @@ const _: () = {
     assert!(offset_of!(Entry, data) == offset_of!(sys::fi_eq_entry, data));
     assert!(size_of::<Fid>() == size_of::<*mut sys::fid>());
     assert!(size_of::<usize>() == size_of::<*mut c_void>());
+    // An UnownedConnReq reads its fid at the entry's start and its data
+    // right after the fixed part of an fi_eq_cm_entry.
+    assert!(offset_of!(sys::fi_eq_cm_entry, fid) == 0);
+    assert!(offset_of!(sys::fi_eq_cm_entry, data) == size_of::<sys::fi_eq_cm_entry>());
 };
 
 /// A connection request (`FI_CONNREQ`) for a passive endpoint, read from
@@ -714,11 +718,14 @@ pub struct UnownedConnReq<'b> {
 }
 
 impl<'b> UnownedConnReq<'b> {
-    /// The request of the entry `entry`, the start of a buffer's bytes.
-    /// `entry` must be at least an `fi_eq_cm_entry` long (the readers
-    /// check the length the read returned first).
+    /// The request of the entry `entry`.
+    ///
+    /// # Safety
+    /// `entry` is at least an `fi_eq_cm_entry` long (the readers check the
+    /// length the read returned first): `fid` and `data` read it without
+    /// checking.
     #[inline(always)]
-    fn new(entry: &'b [u8]) -> Self {
+    unsafe fn new(entry: &'b [u8]) -> Self {
         debug_assert!(entry.len() >= size_of::<sys::fi_eq_cm_entry>());
         UnownedConnReq { entry }
     }
@@ -727,12 +734,12 @@ impl<'b> UnownedConnReq<'b> {
     #[must_use]
     #[inline]
     pub fn fid(&self) -> Fid {
-        // SAFETY: entry starts at the start of an EventBuf's u64 words
-        // (aligned for a pointer) and holds at least an fi_eq_cm_entry
-        // (`new`), whose first field is the fid, an initialised pointer
-        // (the buffer is zeroed when made, then written by the provider);
-        // any bits are a valid Fid, which is never dereferenced.
-        Fid::from_raw(unsafe { *self.entry.as_ptr().cast::<*mut sys::fid>() })
+        // SAFETY: entry holds at least an fi_eq_cm_entry (`new`), whose
+        // first field (asserted below) is the fid: pointer-sized, read
+        // unaligned, every byte initialised (the buffer is zeroed when
+        // made, then written by the provider); any bits are a valid Fid,
+        // which is never dereferenced.
+        Fid(unsafe { self.entry.as_ptr().cast::<usize>().read_unaligned() })
     }
 
     /// The connection data the peer sent.
@@ -1490,11 +1497,11 @@ impl ReadCall {
 }
 
 /// What one `fi_eq_read` returned, as an [`EqRead`]. The outcomes that
-/// need nothing but the buffer are decided inline, each behind a test of
-/// the event type and then of the length: an `FI_NOTIFY` entry, an empty
-/// queue, and a request without an `fi_info` to hand out (one the
-/// application wrote, or a peeked one) that fits the buffer. Everything
-/// else is [`decode_slow`]'s, out of line.
+/// need nothing but the buffer are decided inline, each behind tests of
+/// the event type and of the length: an `FI_NOTIFY` entry, an empty queue,
+/// and a request without an `fi_info` to hand out (one the application
+/// wrote, or a peeked one) that fits the buffer. Everything else is
+/// [`decode_slow`]'s, out of line.
 #[inline(always)]
 pub(crate) fn decode<'b>(
     eq: &Arc<EqInner>,
@@ -1503,22 +1510,17 @@ pub(crate) fn decode<'b>(
     buf: &'b mut EventBuf,
     how: ReadCall,
 ) -> Result<EqRead<'b>> {
-    // The lengths are compared signed: a negative code is below any.
     if event == sys::FI_NOTIFY {
+        // Compared signed: a negative code is below any length.
         if ret >= ENTRY_LEN {
             // The provider wrote at least a full fi_eq_entry (ret).
             let buf: &'b EventBuf = buf;
             return Ok(EqRead::Event(Event::Notify(buf.entry())));
         }
-    } else if (ret as usize).wrapping_sub(CM_ENTRY_LEN as usize) <= buf.data_room
-        && event == sys::FI_CONNREQ
-    {
-        // One unsigned compare bounds ret on both sides: at least the fixed
-        // part of an fi_eq_cm_entry (below it, and any negative code, the
-        // difference wraps past any room) and no more than the buffer.
+    } else if request_fits(ret, buf.data_room) && event == sys::FI_CONNREQ {
         // SAFETY: the provider wrote ret bytes, at least the fixed part of
-        // an fi_eq_cm_entry and no more than the buffer holds, at the start
-        // of the u64-aligned buffer.
+        // an fi_eq_cm_entry and no more than the buffer holds
+        // (request_fits), at the start of the u64-aligned buffer.
         let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
         // A read hands the fi_info to the application, which must free it
         // (fi_eq(3)) and answer the request (decode_slow); a peek leaves
@@ -1526,12 +1528,13 @@ pub(crate) fn decode<'b>(
         // one was written by the application.
         if e.info.is_null() || how.peek() {
             let buf: &'b EventBuf = buf;
-            // SAFETY: ret is at most the buffer's length (data_room is
-            // that length less what ret was compared less).
-            let entry = unsafe { buf.as_bytes().get_unchecked(..ret as usize) };
-            return Ok(EqRead::Event(Event::UnownedConnReq(UnownedConnReq::new(
-                entry,
-            ))));
+            // SAFETY: ret is at least the fixed part of an
+            // fi_eq_cm_entry and at most the buffer's length
+            // (request_fits), so the slice is in bounds and long enough
+            // for an UnownedConnReq.
+            let request =
+                unsafe { UnownedConnReq::new(buf.as_bytes().get_unchecked(..ret as usize)) };
+            return Ok(EqRead::Event(Event::UnownedConnReq(request)));
         }
     }
     if is_again(ret) {
@@ -1615,8 +1618,17 @@ fn short_write(ret: isize) -> Error {
     }
 }
 
-/// Sizes an event's return value is compared with: one signed comparison
-/// each, as a negative code is below any length.
+/// Whether a read's return value `ret` is an `fi_eq_cm_entry` (its fixed
+/// part at least) that a buffer whose room for connection data is `room`
+/// holds: one unsigned compare bounds it on both sides, as `ret` under the
+/// fixed part, and any negative code, wraps past any room a buffer has.
+#[inline(always)]
+fn request_fits(ret: isize, room: usize) -> bool {
+    (ret as usize).wrapping_sub(size_of::<sys::fi_eq_cm_entry>()) <= room
+}
+
+/// Sizes an event's return value is compared with (signed: a negative
+/// code is below any length).
 const ENTRY_LEN: isize = size_of::<sys::fi_eq_entry>() as isize;
 const CM_ENTRY_LEN: isize = size_of::<sys::fi_eq_cm_entry>() as isize;
 
@@ -1694,7 +1706,9 @@ fn decode_slow<'b>(
         // A peek leaves the fi_info with the queue: no Info is made of it.
         sys::FI_CONNREQ => match (!how.peek()).then(|| Info::from_raw(info)).flatten() {
             Some(info) => return Ok(owned_request(eq, fid, info, data)),
-            None => Event::UnownedConnReq(UnownedConnReq::new(cm_entry(buf, ret))),
+            // SAFETY: ret is at least the fixed part of an fi_eq_cm_entry
+            // (needed, above), and so is the buffer: cm_entry is that long.
+            None => Event::UnownedConnReq(unsafe { UnownedConnReq::new(cm_entry(buf, ret)) }),
         },
         sys::FI_CONNECTED => {
             if !how.peek() {
@@ -1834,6 +1848,31 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// A request's length fits between the fixed part of an
+    /// `fi_eq_cm_entry` and the buffer's end, both included; below, above,
+    /// and every negative code do not.
+    #[test]
+    fn a_request_fits_from_its_fixed_part_to_the_buffer_end() {
+        let fixed = size_of::<sys::fi_eq_cm_entry>() as isize;
+        for room in [0, 8, 1024, MAX_CM_DATA_CAPACITY] {
+            let end = fixed + room as isize;
+            for (ret, fits) in [
+                (fixed, true),
+                (end, true),
+                (fixed + room as isize / 2, true),
+                (fixed - 1, false),
+                (0, false),
+                (end + 1, false),
+                (isize::MAX, false),
+                (-1, false),
+                (Errno::AGAIN.to_ret(), false),
+                (isize::MIN, false),
+            ] {
+                assert_eq!(request_fits(ret, room), fits, "ret {ret}, room {room}");
+            }
+        }
     }
 
     #[test]
