@@ -25,12 +25,23 @@ pub fn env_count(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-pub fn provider() -> String {
-    std::env::var("LIBFABRIC_TEST_PROVIDER").unwrap_or_else(|_| "tcp".into())
+/// A setting the environment may give (`name`), else `default`: an empty
+/// value is no setting (`VAR= cargo test`, or a script's empty variable).
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.into())
 }
 
+/// The provider the tests run on (`LIBFABRIC_TEST_PROVIDER`), tcp if unset.
+pub fn provider() -> String {
+    env_or("LIBFABRIC_TEST_PROVIDER", "tcp")
+}
+
+/// The address the tests listen and connect on (`LIBFABRIC_TEST_NODE`).
 pub fn node() -> String {
-    std::env::var("LIBFABRIC_TEST_NODE").unwrap_or_else(|_| "127.0.0.1".into())
+    env_or("LIBFABRIC_TEST_NODE", "127.0.0.1")
 }
 
 /// A TCP port of every local IPv4 address on which nothing listens, kept
