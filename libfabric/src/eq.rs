@@ -1632,19 +1632,11 @@ fn request_fits(ret: isize, room: usize) -> bool {
 const ENTRY_LEN: isize = size_of::<sys::fi_eq_entry>() as isize;
 const CM_ENTRY_LEN: isize = size_of::<sys::fi_eq_cm_entry>() as isize;
 
-/// A connection event of `ret` bytes in `buf` (`ret` at least the fixed
-/// part of an `fi_eq_cm_entry`), up to the end of the buffer.
-fn cm_entry(buf: &EventBuf, ret: isize) -> &[u8] {
+/// The bytes of an entry of `len` bytes in `buf`, up to the end of the
+/// buffer.
+fn entry_bytes(buf: &EventBuf, len: usize) -> &[u8] {
     let all = buf.as_bytes();
-    &all[..(ret as usize).min(all.len())]
-}
-
-/// The connection data of a connection event of `ret` bytes in `buf`
-/// (`ret` at least the fixed part of an `fi_eq_cm_entry`): what follows the
-/// fixed part, up to the end of the buffer.
-fn cm_data(buf: &EventBuf, ret: isize) -> &[u8] {
-    let entry = cm_entry(buf, ret);
-    &entry[size_of::<sys::fi_eq_cm_entry>().min(entry.len())..]
+    &all[..len.min(all.len())]
 }
 
 /// What [`decode`] does not decide inline: a negative code (an error
@@ -1690,10 +1682,9 @@ fn decode_slow<'b>(
         }));
     }
     if needed == 0 {
-        let all = buf.as_bytes();
         return Ok(EqRead::Event(Event::Unknown {
             event,
-            bytes: &all[..len.min(all.len())],
+            bytes: entry_bytes(buf, len),
         }));
     }
     // SAFETY: the provider wrote at least the fixed part of an
@@ -1701,14 +1692,17 @@ fn decode_slow<'b>(
     // holds one (EventBuf::len).
     let e = unsafe { &*(buf.words.as_ptr() as *const sys::fi_eq_cm_entry) };
     let (fid, info) = (Fid::from_raw(e.fid), e.info);
-    let data = cm_data(buf, ret);
+    // At least the fixed part of an fi_eq_cm_entry: ret (needed, above)
+    // and the buffer (EventBuf::len) are.
+    let entry = entry_bytes(buf, len);
+    let data = &entry[size_of::<sys::fi_eq_cm_entry>()..];
     Ok(EqRead::Event(match event {
         // A peek leaves the fi_info with the queue: no Info is made of it.
         sys::FI_CONNREQ => match (!how.peek()).then(|| Info::from_raw(info)).flatten() {
             Some(info) => return Ok(owned_request(eq, fid, info, data)),
-            // SAFETY: ret is at least the fixed part of an fi_eq_cm_entry
-            // (needed, above), and so is the buffer: cm_entry is that long.
-            None => Event::UnownedConnReq(unsafe { UnownedConnReq::new(cm_entry(buf, ret)) }),
+            // SAFETY: entry is at least the fixed part of an
+            // fi_eq_cm_entry long (above).
+            None => Event::UnownedConnReq(unsafe { UnownedConnReq::new(entry) }),
         },
         sys::FI_CONNECTED => {
             if !how.peek() {

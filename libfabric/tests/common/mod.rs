@@ -19,19 +19,20 @@ use std::time::{Duration, Instant};
 /// A count the environment may set (`name`), else `default`: smaller runs
 /// under valgrind, longer ones to hunt a race.
 pub fn env_count(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
+    env_setting(name)
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
 
-/// A setting the environment may give (`name`), else `default`: an empty
-/// value is no setting (`VAR= cargo test`, or a script's empty variable).
+/// A setting the environment gives (`name`): an empty value is no setting
+/// (`VAR= cargo test`, or a script's empty variable).
+fn env_setting(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// A setting the environment may give (`name`), else `default`.
 fn env_or(name: &str, default: &str) -> String {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| default.into())
+    env_setting(name).unwrap_or_else(|| default.into())
 }
 
 /// The provider the tests run on (`LIBFABRIC_TEST_PROVIDER`), tcp if unset.
