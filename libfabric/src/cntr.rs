@@ -83,7 +83,7 @@ pub use crate::ep::CntrBind;
 
 use crate::domain::{Domain, DomainInner};
 use crate::eq::Fid;
-use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
+use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, ObjectScope, Result};
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
 use crate::progress::{ProgressLock, ProgressRead};
@@ -331,7 +331,7 @@ impl<T: ThreadModel> Counter<T> {
                 return Err(Error::ForeignObject {
                     call: "fi_cntr_open",
                     what: "wait set",
-                    scope: "fabric",
+                    scope: ObjectScope::Fabric,
                 });
             }
         }

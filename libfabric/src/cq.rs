@@ -21,8 +21,8 @@ use crate::domain::{Domain, DomainInner};
 use crate::epochs::{Entered, Epochs};
 use crate::eq::{ErrDataBuf, Fid};
 use crate::error::{
-    check, check_queue_size, classify, is_again, is_avail, Errno, Error, Handback, ObjectKind,
-    Result,
+    check, check_queue_size, classify, is_again, is_avail, provider_errno, Errno, Error, Handback,
+    ObjectKind, ObjectScope, Result,
 };
 use crate::fabric::Fabric;
 use crate::fid::{close_last, OwnedFid};
@@ -39,7 +39,7 @@ use std::borrow::Cow;
 use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -1086,6 +1086,7 @@ impl CqInner {
 /// it hold one, so it stays open while they exist.
 pub struct CompletionQueue<F: Format, T: ThreadModel = ThreadSafe> {
     pub(crate) inner: Arc<CqInner>,
+    pub(crate) raw: RawCq,
     _format: PhantomData<(F, T)>,
 }
 
@@ -1093,10 +1094,38 @@ impl<F: Format, T: ThreadModel> Clone for CompletionQueue<F, T> {
     fn clone(&self) -> Self {
         CompletionQueue {
             inner: self.inner.clone(),
+            raw: self.raw,
             _format: PhantomData,
         }
     }
 }
+
+impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
+    /// A handle of the queue `inner`.
+    fn of(inner: Arc<CqInner>) -> Self {
+        CompletionQueue {
+            raw: RawCq(inner.fid.as_non_null()),
+            inner,
+            _format: PhantomData,
+        }
+    }
+}
+
+/// `inner.fid`'s object, copied into each handle, which nothing changes
+/// after the open: a loop over a `&CompletionQueue` keeps it where it keeps
+/// what does not change (a register, or its stack: one load either way),
+/// where the one behind the `Arc` is loaded again, through the queue's
+/// address, after the progress lock's atomics.
+#[derive(Clone, Copy)]
+pub(crate) struct RawCq(NonNull<sys::fid_cq>);
+
+// SAFETY: an address that never changes. The object it points to is used
+// only through calls `CqInner`'s fid allows from any thread (see
+// `OwnedFid`'s Send and Sync), and stays open while the handle holding
+// this lives: the handle holds the `Arc<CqInner>` whose fid closes it.
+unsafe impl Send for RawCq {}
+// SAFETY: as above.
+unsafe impl Sync for RawCq {}
 
 impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     /// `fi_cq_open` with format `F`.
@@ -1137,7 +1166,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 return Err(Error::ForeignObject {
                     call: "fi_cq_open",
                     what: "wait set",
-                    scope: "fabric",
+                    scope: ObjectScope::Fabric,
                 });
             }
         }
@@ -1211,21 +1240,18 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         } else {
             ProgressLock::with_gate(fid.as_non_null().cast())
         };
-        let cq = CompletionQueue {
-            inner: Arc::new(CqInner {
-                fid,
-                domain: domain.inner.clone(),
-                _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
-                wait_obj,
-                threshold: attr.threshold,
-                signals: AtomicU64::new(0),
-                signals_reported: AtomicU64::new(0),
-                id,
-                progress,
-                epochs: Arc::default(),
-            }),
-            _format: PhantomData,
-        };
+        let cq = Self::of(Arc::new(CqInner {
+            fid,
+            domain: domain.inner.clone(),
+            _wait_set: attr.wait_set.as_ref().map(|s| s.inner.clone()),
+            wait_obj,
+            threshold: attr.threshold,
+            signals: AtomicU64::new(0),
+            signals_reported: AtomicU64::new(0),
+            id,
+            progress,
+            epochs: Arc::default(),
+        }));
         if let Some(set) = &cq.inner._wait_set {
             let member: Arc<dyn crate::wait::ProgressMember> = cq.inner.clone();
             set.add_member(Arc::downgrade(&member));
@@ -1259,7 +1285,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         // epochs: loaded again through `self`, after the read's atomics,
         // it cost two loads more per batch.
         let inner: &'b CqInner = &self.inner;
-        match Self::read_raw(inner, buf)? {
+        match Self::read_raw(inner, self.raw, buf)? {
             // The empty queue first: what a polling loop sees most.
             read if is_again(read.ret()) => Ok(CqRead::Empty),
             // Then a batch (counted by read_raw), inline: out of line, it
@@ -1344,10 +1370,12 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     }
 
     /// One `fi_cq_read` of the queue `inner` (the caller's, loaded once),
-    /// through [`CqInner::counted_read`], undecoded.
+    /// whose fid is `raw` (the same handle's), through
+    /// [`CqInner::counted_read`], undecoded.
     #[inline(always)]
     pub(crate) fn read_raw<'a>(
         inner: &'a CqInner,
+        raw: RawCq,
         buf: &mut [F::Entry],
     ) -> Result<CountedRead<'a>> {
         let count = buf.len().min(F::MAX_BATCH);
@@ -1356,12 +1384,14 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         }
         let entries = buf.as_mut_ptr().cast::<c_void>();
         if T::LOCKED {
-            // The call after the lock's atomic uses the queue's address as
-            // it is (through `self`, it was loaded again).
+            // The call after the lock's atomic takes the handle's copy of
+            // the fid: loaded through `inner` after the atomic, it needed
+            // the queue's address kept for it.
             return inner.counted_read(true, || {
-                // SAFETY: the queue's own fid, buf's room for count entries
-                // of its format (F::Entry), under the progress guard.
-                Ok(unsafe { read_call(inner.fid.as_ptr(), entries, count) })
+                // SAFETY: the queue's own fid (raw: a handle's copy of
+                // inner's), buf's room for count entries of its format
+                // (F::Entry), under the progress guard.
+                Ok(unsafe { read_call(raw.0.as_ptr(), entries, count) })
             });
         }
         // Under a serialized model the gate says that nothing is noted,
@@ -1716,18 +1746,33 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         })
     }
 
-    /// `fi_cq_strerror`: the provider's text for an error completion.
+    /// `fi_cq_strerror`: the provider's text for an error completion. On
+    /// `ofi_rxm` and `ofi_rxd`, whose `fi_cq_strerror` asks the queue's
+    /// first endpoint without looking whether there is one, the text of
+    /// the error number as libfabric's `fi_strerror` gives it (what their
+    /// tcp and udp cores answer).
     #[doc(alias = "fi_cq_strerror")]
     #[must_use]
     pub fn strerror(&self, err: &CqError<'_>) -> String {
+        if crate::quirks::cq_strerror_asks_its_first_endpoint(self.inner.domain.info.provider()) {
+            return Errno::from_raw_os_error(err.prov_errno).text().into_owned();
+        }
         crate::error::provider_text(|buf, len| {
-            // SAFETY: fi_cq_strerror(3) on the open queue; it writes at most len bytes
-            // into buf; err_data is passed back as the error entry gave it.
+            // SAFETY: fi_cq_strerror(3) on the open queue, of a provider
+            // that answers with no endpoint bound (above); it writes at
+            // most len bytes into buf; err_data is passed back as the
+            // error entry gave it, NULL for none (an empty slice's pointer
+            // dangles); the error number is one the provider can negate
+            // (provider_errno).
             unsafe {
                 sys::fi_cq_strerror(
-                    self.inner.fid.as_ptr(),
-                    err.prov_errno,
-                    err.provided.as_ptr().cast(),
+                    self.raw.0.as_ptr(),
+                    provider_errno(err.prov_errno),
+                    if err.provided.is_empty() {
+                        ptr::null()
+                    } else {
+                        err.provided.as_ptr().cast()
+                    },
                     buf,
                     len,
                 )
@@ -1742,18 +1787,10 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     /// [`Error::Call`] when `fi_close` fails. The queue comes back with the
     /// error, still open.
     pub fn close(self) -> Handback<Self> {
-        close_last(
-            self.inner,
-            ObjectKind::CompletionQueue,
-            |inner| CompletionQueue {
-                inner,
-                _format: PhantomData,
-            },
-            |i| {
-                i.drain();
-                i.fid.close()
-            },
-        )
+        close_last(self.inner, ObjectKind::CompletionQueue, Self::of, |i| {
+            i.drain();
+            i.fid.close()
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! `fi_domain(3)`: a domain (one NIC or provider instance), parent of
 //! completion queues, endpoints, address vectors and memory regions.
 
-use crate::error::{Error, Handback, ObjectKind, Result};
+use crate::error::{Error, Handback, ObjectKind, ObjectScope, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Info, InfoEntry};
@@ -521,7 +521,7 @@ impl DomainInner {
             return Err(Error::ForeignObject {
                 call,
                 what: "fi_info",
-                scope: "domain",
+                scope: ObjectScope::Domain,
             });
         }
         Ok(())

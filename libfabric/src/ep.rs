@@ -86,7 +86,7 @@ use crate::connreq::{ConnRequest, RequestSource};
 use crate::cq::{Addr, CompletionQueue, CqInner, Format};
 use crate::domain::{Domain, DomainInner};
 use crate::eq::{check_cm_data_size, EqInner, EventQueue, Fid, RegisteredObject};
-use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, Result};
+use crate::error::{check, classify, Errno, Error, Handback, ObjectKind, ObjectScope, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Caps, EpType, Info, InfoEntry};
 use crate::progress::{ProgressLock, ProgressWrite};
@@ -924,7 +924,7 @@ fn foreign_buffer(call: &'static str) -> Error {
     Error::ForeignObject {
         call,
         what: "buffer (its pool)",
-        scope: "domain",
+        scope: ObjectScope::Domain,
     }
 }
 
@@ -1016,7 +1016,7 @@ impl<T: ThreadModel> Endpoint<T> {
             Err(Error::ForeignObject {
                 call: "fi_endpoint",
                 what: "connection request",
-                scope: "fabric",
+                scope: ObjectScope::Fabric,
             })
         };
         if let Err(error) = check {
@@ -1262,7 +1262,7 @@ impl<T: ThreadModel> Endpoint<T> {
             return Err(Error::ForeignObject {
                 call: "fi_ep_bind",
                 what: "event queue",
-                scope: "fabric",
+                scope: ObjectScope::Fabric,
             });
         }
         let mut bound = self.bind_guard("fi_ep_bind")?;
@@ -1312,7 +1312,7 @@ impl<T: ThreadModel> Endpoint<T> {
             return Err(Error::ForeignObject {
                 call: "fi_ep_bind",
                 what: "completion queue",
-                scope: "domain",
+                scope: ObjectScope::Domain,
             });
         }
         let known = CqBind::TRANSMIT | CqBind::RECV;
@@ -1401,7 +1401,7 @@ impl<T: ThreadModel> Endpoint<T> {
             return Err(Error::ForeignObject {
                 call: "fi_ep_bind",
                 what: "counter",
-                scope: "domain",
+                scope: ObjectScope::Domain,
             });
         }
         if flags.is_empty() || !CntrBind::all().contains(flags) {
@@ -1461,7 +1461,7 @@ impl<T: ThreadModel> Endpoint<T> {
             return Err(Error::ForeignObject {
                 call: "fi_ep_bind",
                 what: "address vector",
-                scope: "domain",
+                scope: ObjectScope::Domain,
             });
         }
         let _bound = self.bind_guard("fi_ep_bind")?;

@@ -347,8 +347,8 @@ pub enum Error {
         call: &'static str,
         /// What was given.
         what: &'static str,
-        /// `"fabric"`, `"domain"` or `"provider"`.
-        scope: &'static str,
+        /// What it must share with the call's objects.
+        scope: ObjectScope,
     },
     /// A call made before what it needs is bound or enabled, or in a state
     /// where the provider would crash or misbehave (for example `fi_listen`
@@ -483,6 +483,33 @@ impl Error {
             call,
             source: source.into(),
         }
+    }
+}
+
+/// What an object given to a call must share with the call's own objects,
+/// which an [`Error::ForeignObject`] names.
+///
+/// A fieldless enum rather than a string, so that an [`Error`] stays five
+/// words: a read's `Result` then holds the error beside the largest event
+/// under one tag, which a read's fast path stores once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ObjectScope {
+    /// The same fabric.
+    Fabric,
+    /// The same domain.
+    Domain,
+    /// The same provider.
+    Provider,
+}
+
+impl fmt::Display for ObjectScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ObjectScope::Fabric => "fabric",
+            ObjectScope::Domain => "domain",
+            ObjectScope::Provider => "provider",
+        })
     }
 }
 
@@ -694,6 +721,16 @@ pub(crate) fn check(call: &'static str, ret: impl Ret) -> Result<()> {
 #[inline]
 pub(crate) fn check_len(call: &'static str, ret: impl Ret) -> Result<usize> {
     classify(ret).map_err(|errno| Error::call(call, errno))
+}
+
+/// A provider error number as the `fi_*_strerror` calls may be given it.
+/// Providers negate it (`fi_strerror` takes either sign,
+/// `src/fabric.c` 1484-1485 in 1.17, which util's `ofi_eq_strerror` and
+/// `ofi_cq_strerror` call; sockets' `sock_cq_strerror` negates it
+/// itself), which overflows in C for `i32::MIN`, the one value changed
+/// (to `-i32::MAX`, whose text is the same: neither is a known code).
+pub(crate) fn provider_errno(prov_errno: i32) -> i32 {
+    prov_errno.max(-i32::MAX)
 }
 
 /// Runs a `fi_eq_strerror` / `fi_cq_strerror` call with a text buffer and

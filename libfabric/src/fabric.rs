@@ -1,7 +1,7 @@
 //! `fi_fabric(3)`: the fabric, parent of domains, event queues and passive
 //! endpoints.
 
-use crate::error::{Error, Handback, ObjectKind, Result};
+use crate::error::{Error, Handback, ObjectKind, ObjectScope, Result};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::{Info, InfoEntry};
 use libfabric_sys::fabric as sys;
@@ -30,14 +30,14 @@ impl FabricInner {
             return Err(Error::ForeignObject {
                 call,
                 what: "fi_info",
-                scope: "provider",
+                scope: ObjectScope::Provider,
             });
         }
         if info.fabric_name() != self.name {
             return Err(Error::ForeignObject {
                 call,
                 what: "fi_info",
-                scope: "fabric",
+                scope: ObjectScope::Fabric,
             });
         }
         Ok(())

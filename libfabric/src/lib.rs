@@ -214,7 +214,9 @@
 //! | Reading, re-flagging or re-arming a queue's wait fd (lost wake-ups, hangs) | [`wait::WaitFd`] gives only the raw number: using it as an fd takes `unsafe` | compile error: `ui/wait_fd_read_through_std.rs` |
 //! | A failed `fi_close` (the object is still open) | `close` hands the object back with the error ([`Handback`]); nothing is marked closed that is not | `misuse.rs` `closing_an_eq_bound_to_endpoints_reports_its_users` |
 //! | `fi_strerror` for system codes returns a per-thread buffer the next call frees | [`Errno::text`] copies through `strerror_r` | `adversarial.rs` `error_text_of_codes_glibc_does_not_know_is_owned` |
-//! | Handing `fi_*_strerror` forged `err_data` | The call gets the data the provider gave, whatever the public field says | `adversarial.rs` `error_entries_cannot_be_forged_for_strerror` |
+//! | Handing `fi_*_strerror` forged `err_data` | The call gets the data the provider gave: an event queue's error entry keeps it in a private field ([`eq::EqError::err_data`]), a completion queue's beside the public one | compile error: `ui/err_data_cannot_be_forged.rs`; `adversarial.rs` `error_entries_cannot_be_forged_for_strerror` |
+//! | `fi_cq_strerror` on `ofi_rxm` or `ofi_rxd` with no endpoint bound (their `fi_cq_strerror` takes the queue's first endpoint without looking: a NULL pointer followed) | Not called there: the text of the error number, as their tcp and udp cores give it | `adversarial.rs` `completion_error_text_needs_no_endpoint_bound` |
+//! | A provider error number of `i32::MIN` handed to `fi_*_strerror` (providers negate it: signed overflow in C) | Passed as `-i32::MAX` | `adversarial.rs` `error_entries_cannot_be_forged_for_strerror` |
 //! | Waiting on an `FI_WAIT_POLLFD` set, one of whose fds tcp keeps readable (a wait loop spins) | The crate's waits ([`wait::Waiter`], the tokio queues) take `FI_WAIT_FD` queues only: [`Error::WrongWaitMode`] | `adversarial.rs` `no_wait_loop_of_the_crate_takes_a_pollfd_queue` |
 //! | `FI_WAIT_YIELD`, whose util wait ignores the timeout (an `sread` with one never returns) | [`Error::UnsupportedWait`] at open | `adversarial.rs` `yield_waits_are_refused` |
 //! | A wait object given as its raw number ([`wait::WaitObj::Other`]), which passed the checks of its name: `FI_WAIT_NONE` then `fi_trywait`/`sread` (rxm, rxd and shm crash), `FI_WAIT_SET` with no set (sockets crashes), `FI_WAIT_YIELD` (an `sread` hangs) | Raw values become their names where they enter ([`eq::EqAttr::wait`], [`cq::CqAttr::wait`], [`wait::WaitSet::open`]); a value libfabric does not name is [`Error::UnsupportedWait`] before any call | `adversarial.rs` `wait_objects_given_as_raw_values_get_the_checks_of_their_names` |
@@ -324,7 +326,7 @@ pub use cq::CompletionQueue;
 pub use domain::Domain;
 pub use ep::{CntrBind, Endpoint};
 pub use eq::EventQueue;
-pub use error::{Errno, Error, Handback, ObjectKind, Result};
+pub use error::{Errno, Error, Handback, ObjectKind, ObjectScope, Result};
 pub use fabric::Fabric;
 pub use info::{getinfo, Hints, Info};
 pub use mr::{MemoryRegion, MrAccess, RemoteRegion};

@@ -85,7 +85,7 @@
 
 use crate::cntr::{CntrInner, Counter};
 use crate::domain::{Domain, DomainInner};
-use crate::error::{check, classify, Errno, Error, Result};
+use crate::error::{check, classify, Errno, Error, ObjectScope, Result};
 use crate::fid::OwnedFid;
 use crate::info::Caps;
 use crate::threading::{ThreadModel, ThreadSafe};
@@ -400,7 +400,7 @@ fn check_counted<T: ThreadModel>(
         return Err(Error::ForeignObject {
             call: "fi_mr_bind",
             what: "counter",
-            scope: "domain",
+            scope: ObjectScope::Domain,
         });
     }
     if events.is_empty() || !MrCntrBind::all().contains(events) {

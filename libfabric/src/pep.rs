@@ -22,7 +22,7 @@
 //! queue accumulate in it until it closes.
 
 use crate::eq::{EqInner, EventQueue, Fid, RegisteredObject};
-use crate::error::{check, Error, Handback, ObjectKind, Result};
+use crate::error::{check, Error, Handback, ObjectKind, ObjectScope, Result};
 use crate::fabric::{Fabric, FabricInner};
 use crate::fid::{close_last, OwnedFid};
 use crate::info::InfoEntry;
@@ -129,7 +129,7 @@ impl PassiveEndpoint {
             return Err(Error::ForeignObject {
                 call: "fi_pep_bind",
                 what: "event queue",
-                scope: "fabric",
+                scope: ObjectScope::Fabric,
             });
         }
         let mut bound = self.inner.eq.lock().unwrap_or_else(|e| e.into_inner());

@@ -55,6 +55,21 @@ pub(crate) fn peers_copy_from_their_side(provider: &str) -> bool {
     provider == "shm"
 }
 
+/// Whether the provider's `fi_cq_strerror` asks the queue's first bound
+/// endpoint without looking whether there is one: rxm's `rxm_cq_strerror`
+/// takes the first entry of `cq->ep_list`, unlocked, and calls
+/// `fi_cq_strerror` on that endpoint's core queue (`prov/rxm/src/rxm_cq.c`
+/// 51-63 in 1.17, the same in 1.22 and 2.x): with no endpoint bound the
+/// list's head is taken for one and a NULL pointer is followed (a crash),
+/// and an endpoint closed meanwhile on another thread is read after it
+/// was freed. rxd's `rxd_cq_strerror` does the same (`prov/rxd/src/
+/// rxd_cq.c` 45-65; its `assert` is compiled out). Their tcp and udp
+/// cores answer with util's `ofi_cq_strerror`, `fi_strerror` of the
+/// number.
+pub(crate) fn cq_strerror_asks_its_first_endpoint(provider: &str) -> bool {
+    provider.contains("ofi_rxm") || provider.contains("ofi_rxd")
+}
+
 /// Whether the provider's event queue reads take an entry after an
 /// unlocked look at the queue, so that two reads on two threads may take
 /// the same entry (the second then treats the list's head as an entry:

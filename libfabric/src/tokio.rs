@@ -295,7 +295,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
             // As in AsyncEventQueue::read: yield once the budget is spent,
             // before taking anything.
             tokio::task::coop::consume_budget().await;
-            let read = CompletionQueue::<F>::read_raw(&self.cq.inner, buf)?;
+            let read = CompletionQueue::<F>::read_raw(&self.cq.inner, self.cq.raw, buf)?;
             let ret = read.ret();
             if is_avail(ret) {
                 // The error completion; none when another reader took it

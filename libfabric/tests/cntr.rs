@@ -433,7 +433,7 @@ fn a_counter_of_another_domain_is_refused() {
             e,
             Error::ForeignObject {
                 what: "counter",
-                scope: "domain",
+                scope: libfabric::error::ObjectScope::Domain,
                 ..
             }
         ),

@@ -273,7 +273,7 @@ fn sread_error_entries() {
     match client_eq.sread(&mut buf, None).unwrap() {
         EqRead::Error(e) => {
             assert_eq!(e.err, Errno::CONNREFUSED);
-            assert_eq!(e.err_data, b"why");
+            assert_eq!(e.err_data(), b"why");
         }
         other => panic!("{other:?}"),
     }

@@ -120,7 +120,8 @@ fn err_data_stays_valid_after_later_reads() {
         EqRead::Empty
     ));
     assert_eq!(
-        first_err.err_data, b"first",
+        first_err.err_data(),
+        b"first",
         "the first entry's err_data is intact after later reads"
     );
     drop((first, second));

@@ -119,7 +119,7 @@ pub fn try_event(eq: &EventQueue, buf: &mut EventBuf) -> Option<Ev> {
         EqRead::Error(e) => Some(Ev::Error {
             fid: e.fid,
             err: e.err,
-            data: e.err_data.to_vec(),
+            data: e.err_data().to_vec(),
         }),
         EqRead::Event(Event::ConnReq(c)) => Some(Ev::ConnReq {
             request: c.request,

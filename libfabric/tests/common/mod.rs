@@ -5,7 +5,7 @@
 
 use libfabric::av::AvType;
 use libfabric::conn::ConnConfig;
-use libfabric::cq::{CqAttr, Format};
+use libfabric::cq::{CqAttr, CqError, CqRead, Format, Msg, MsgEntry};
 use libfabric::ep::CqBind;
 use libfabric::eq::{EqAttr, EqError, EqRead, ErrDataBuf, Event, EventBuf};
 use libfabric::info::{Caps, EpType};
@@ -289,12 +289,12 @@ pub fn own(read: EqRead<'_>, eq: &EventQueue) -> Option<Ev> {
             let e: EqError<'_> = eq.read_err(&mut buf).unwrap().expect("error entry");
             Some(Ev::Error {
                 err: e.err,
-                data: e.err_data.to_vec(),
+                data: e.err_data().to_vec(),
             })
         }
         EqRead::Error(e) => Some(Ev::Error {
             err: e.err,
-            data: e.err_data.to_vec(),
+            data: e.err_data().to_vec(),
         }),
         EqRead::Event(Event::Notify(e)) => Some(Ev::Notify {
             context: e.context,
@@ -352,6 +352,34 @@ pub struct Pair<F: Format> {
     pub server_cq: CompletionQueue<F>,
     pub client_cq: CompletionQueue<F>,
     pub connected_data: Vec<u8>,
+}
+
+impl Pair<Msg> {
+    /// Posts a receive of a buffer of `server_pool` on the server and shuts
+    /// the connection down (on verbs, both sides: the local side's
+    /// disconnect flushes too), then reads the server's queue until the
+    /// receive comes back cancelled: its error entry, in `entries`.
+    pub fn cancelled_receive(&self, entries: &mut [MsgEntry; 1]) -> Box<CqError<'static>> {
+        self.server.recv(self.server_pool.take().unwrap()).unwrap();
+        self.client.shutdown().unwrap();
+        if !is_tcp() {
+            let ev = next_event(&self.server_eq, &[&self.client_eq], Duration::from_secs(10));
+            assert!(matches!(ev, Ev::Shutdown), "{ev:?}");
+            self.server.shutdown().unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let _ = self.client_eq.peek(&mut EventBuf::new());
+            let _ = self.server_eq.peek(&mut EventBuf::new());
+            match self.server_cq.read(&mut entries[..]).unwrap() {
+                CqRead::Error(err) => return err,
+                CqRead::Completions(c) => panic!("unexpected completion {:?}", c[0]),
+                _ => {}
+            }
+            assert!(Instant::now() < deadline, "the receive was never cancelled");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 /// The `fi_info` a listener on the suite's node binds with (any port).

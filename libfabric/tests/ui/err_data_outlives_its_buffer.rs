@@ -5,7 +5,7 @@ fn read(eq: &libfabric::EventQueue) -> Vec<u8> {
     {
         let mut buf = ErrDataBuf::new();
         let e = eq.read_err(&mut buf).unwrap().unwrap();
-        err_data = e.err_data;
+        err_data = e.err_data();
     }
     err_data.to_vec()
 }

@@ -1,0 +1,9 @@
+// An error entry's err_data is what the provider gave: strerror hands it
+// back to the provider, which may interpret it (fi_eq(3)), so it cannot be
+// replaced.
+fn text(eq: &libfabric::EventQueue, mut e: libfabric::eq::EqError<'_>) -> String {
+    let forged = [0xffu8; 64];
+    e.err_data = &forged;
+    eq.strerror(&e)
+}
+fn main() {}
