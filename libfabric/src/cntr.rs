@@ -352,7 +352,7 @@ impl<T: ThreadModel> Counter<T> {
             });
         }
         if matches!(wait_obj, WaitObj::Fd | WaitObj::Set)
-            && crate::quirks::counter_fd_fills_up(provider)
+            && crate::quirks::wait_set_fills_up(provider)
         {
             return Err(Error::UnsupportedWait {
                 queue: "counter",

@@ -474,7 +474,8 @@ impl CqAttr {
         self
     }
 
-    /// Signal this wait set (`FI_WAIT_SET`).
+    /// Signal this wait set (`FI_WAIT_SET`). Not on rxm, rxd, shm or
+    /// sockets, where the open refuses it (see [`CompletionQueue::open`]).
     #[must_use]
     pub fn wait_set(mut self, set: &WaitSet) -> Self {
         self.wait_obj = Some(WaitObj::Set);
@@ -1134,8 +1135,8 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     /// [`Error::TooLarge`] for a size over
     /// [`MAX_QUEUE_SIZE`](crate::error::MAX_QUEUE_SIZE);
     /// [`Error::UnsupportedWait`] for a wait object libfabric does not name,
-    /// `FI_WAIT_YIELD`, `FI_WAIT_SET` without a wait set (or on rxm, rxd or
-    /// shm), or one the provider refuses; [`Error::ForeignObject`] for a wait
+    /// `FI_WAIT_YIELD`, `FI_WAIT_SET` without a wait set (or on rxm, rxd,
+    /// shm or sockets), or one the provider refuses; [`Error::ForeignObject`] for a wait
     /// set of another fabric; [`Error::Call`] when `fi_cq_open` fails.
     #[doc(alias = "fi_cq_open")]
     pub fn open(domain: &Domain<T>, attr: &CqAttr) -> Result<Self> {
@@ -1175,6 +1176,15 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 queue: "completion queue",
                 requested: WaitObj::Set,
                 reason: "FI_WAIT_SET needs a wait set: use CqAttr::wait_set",
+            });
+        }
+        if wait_obj == WaitObj::Set
+            && crate::quirks::wait_set_fills_up(domain.inner.info.provider())
+        {
+            return Err(Error::UnsupportedWait {
+                queue: "completion queue",
+                requested: WaitObj::Set,
+                reason: "sockets writes a byte per completion into the set's blocking socket pair, which only a wait drains: its writers then block for good",
             });
         }
         if wait_obj == WaitObj::Set

@@ -1484,7 +1484,9 @@ impl<T: ThreadModel> Endpoint<T> {
 
     /// `fi_ep_bind` of the completion queues, then `fi_enable`, once.
     /// Needs an event queue bound on connected (MSG) endpoints and an
-    /// address vector on connectionless ones. The queues' reads, waits and
+    /// address vector on connectionless ones, and a completion queue for
+    /// each direction its caps use (on tcp of libfabric 1.17, both,
+    /// whatever its caps: it answers peers through them). The queues' reads, waits and
     /// polls on other threads wait meanwhile (the util providers' progress
     /// crashes on an endpoint being enabled).
     ///
@@ -1531,6 +1533,15 @@ impl<T: ThreadModel> Endpoint<T> {
             return Err(Error::State {
                 call: "fi_enable",
                 reason: "the endpoint's caps send: bind a completion queue for transmits (CqBind::TRANSMIT) first",
+            });
+        }
+        if !self.inner.connectionless
+            && state & (TX_CQ | RX_CQ) != TX_CQ | RX_CQ
+            && crate::quirks::answers_peers_through_its_queues(self.inner.info.provider())
+        {
+            return Err(Error::State {
+                call: "fi_enable",
+                reason: "tcp of libfabric 1.17 answers a peer's reads and writes through both of the endpoint's completion queues, whatever its caps: bind one for transmits and one for receives (CqBind::TRANSMIT, CqBind::RECV) first",
             });
         }
         if needs_rx && state & RX_CQ == 0 {
@@ -1666,7 +1677,9 @@ impl<T: ThreadModel> Endpoint<T> {
             })?;
             *cntrs_given = Some(given | kinds);
         }
-        // SAFETY: fi_enable(3) on an open endpoint with what it needs bound.
+        // SAFETY: fi_enable(3) on an open endpoint with what it needs bound
+        // (enable: the queues its caps use, and on tcp of 1.17 both queues
+        // whatever they are, which its answers to peers go through).
         check("fi_enable", unsafe { sys::fi_enable(self.raw()) })
     }
 

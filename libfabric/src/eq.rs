@@ -119,7 +119,8 @@ impl EqAttr {
         self
     }
 
-    /// Signal this wait set (`FI_WAIT_SET`).
+    /// Signal this wait set (`FI_WAIT_SET`). Not on tcp or sockets, where
+    /// the open refuses it (see [`EventQueue::open`]).
     #[must_use]
     pub fn wait_set(mut self, set: &WaitSet) -> Self {
         self.wait_obj = Some(WaitObj::Set);
@@ -972,8 +973,9 @@ impl EventQueue {
     /// [`MAX_QUEUE_SIZE`](crate::error::MAX_QUEUE_SIZE);
     /// [`Error::UnsupportedWait`] for a wait object libfabric does not name,
     /// `FI_WAIT_YIELD` (also `FI_WAIT_UNSPEC` on shm, which opens it as
-    /// that), `FI_WAIT_SET` without a wait set, or one the provider
-    /// refuses (tcp refuses `FI_WAIT_MUTEX_COND`); [`Error::ForeignObject`]
+    /// that), `FI_WAIT_SET` without a wait set (or on tcp or sockets), or
+    /// one the provider refuses (tcp refuses `FI_WAIT_MUTEX_COND`);
+    /// [`Error::ForeignObject`]
     /// for a wait set of another fabric; [`Error::Call`] when `fi_eq_open`
     /// fails.
     #[doc(alias = "fi_eq_open")]
@@ -999,6 +1001,21 @@ impl EventQueue {
                     call: "fi_eq_open",
                     what: "wait set",
                     scope: ObjectScope::Fabric,
+                });
+            }
+            let provider = fabric.inner.provider.as_str();
+            if wait_obj == WaitObj::Set && crate::quirks::eq_cannot_share_a_wait_set(provider) {
+                return Err(Error::UnsupportedWait {
+                    queue: "event queue",
+                    requested: WaitObj::Set,
+                    reason: "tcp's event queues cannot share a wait set: 1.17 handles the connection requests of all the queues on it in a read of any (also those of a passive endpoint that closed: freed memory), later versions leave a closed queue's fd in it (lost wake-ups)",
+                });
+            }
+            if wait_obj == WaitObj::Set && crate::quirks::wait_set_fills_up(provider) {
+                return Err(Error::UnsupportedWait {
+                    queue: "event queue",
+                    requested: WaitObj::Set,
+                    reason: "sockets writes a byte per event into the set's blocking socket pair, which only a wait drains: its writers then block for good",
                 });
             }
         }

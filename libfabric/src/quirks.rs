@@ -119,6 +119,24 @@ pub(crate) fn closed_peers_dangle(provider: &str) -> bool {
     provider == "shm"
 }
 
+/// Whether the provider's connected endpoints answer a peer through both
+/// their completion queues whatever their caps, so that one enabled
+/// without either crashes when a peer reads from or writes to it: tcp of
+/// libfabric 1.17, whose `tcpx_op_read_req` takes `ep->util_ep.tx_cq` and
+/// allocates the response from it before it looks at the key
+/// (`prov/tcp/src/tcpx_progress.c` 526-527: a NULL pointer followed, also
+/// on an endpoint with no RMA caps at all), as do its acknowledgements
+/// (`tcpx_queue_ack`, 179), while `tcpx_op_write` takes a peer's write
+/// from `rx_cq` (579) and the first transmit queued waits on `rx_cq`'s
+/// wait (834-835). From 1.18 on (and in 1.17's net, the same code) the
+/// responses and acknowledgements come from the domain's progress and
+/// reach no queue (`xnet_progress.c` 411, 653 in 1.18; 190, 892 in 1.22;
+/// `xnet_report_success` returns early for them, `xnet_cq.c` 133).
+pub(crate) fn answers_peers_through_its_queues(provider: &str) -> bool {
+    use libfabric_sys::fabric as sys;
+    provider == "tcp" && sys::runtime_version() < sys::FI_VERSION(1, 18)
+}
+
 /// Whether the provider frees a connection request's handle only in
 /// `fi_accept` or `fi_reject`, so that an endpoint opened from a request
 /// and closed unaccepted must reject it: tcp ("we only free if user calls
@@ -195,15 +213,36 @@ pub(crate) fn counts_in_32_bits(provider: &str) -> bool {
     provider == "sockets"
 }
 
-/// Whether an `FI_WAIT_FD` (or `FI_WAIT_SET`) counter of the provider writes a byte per count
-/// into a blocking socket pair that only a wait set's `fi_wait` drains:
-/// sockets (`sock_wait_signal`, `prov/sockets/src/sock_wait.c` 187-200;
-/// only the read end is made non-blocking, `sock_wait_init` 88-101; the
-/// counter's own set is internal, `sock_cntr.c` 530-545, in 1.17). Once the
-/// pair is full the next count blocks the provider's progress thread
-/// under the counter's mutex for good.
-pub(crate) fn counter_fd_fills_up(provider: &str) -> bool {
+/// Whether the provider's wait sets are signalled by a byte written into
+/// a blocking socket pair that only the set's `fi_wait` drains, one byte
+/// per signal: sockets (`sock_wait_signal`, `prov/sockets/src/sock_wait.c`
+/// 187-200; only the read end is made non-blocking, `sock_wait_init`
+/// 88-101, in 1.17). An `FI_WAIT_FD` (or `FI_WAIT_SET`) counter signals
+/// one per count (its own set is internal, `sock_cntr.c` 530-545), and an
+/// event or completion queue on a set one per entry, under the queue's
+/// lock (`sock_eq.c` 199-203, `sock_cq.c` 208), while reading the queue
+/// drains nothing: once the pair is full the next signal blocks the
+/// writer (the application, or the provider's progress or connection
+/// thread, which a close then joins) for good.
+pub(crate) fn wait_set_fills_up(provider: &str) -> bool {
     provider == "sockets"
+}
+
+/// Whether the provider's event queues cannot share a wait set: tcp.
+/// tcp 1.17 runs its connection management on the queue's wait object
+/// (`tcpx_conn_mgr_run`, `prov/tcp/src/tcpx_conn_mgr.c` 635-665) and keeps
+/// an accepted socket's handle there, with a raw pointer to its passive
+/// endpoint (580-582), so that a read of any queue on the set processes
+/// it (453-475: reads the endpoint's `info`, writes its `eq`), also after
+/// that passive endpoint and its queue closed (the close takes out only
+/// its own socket, `tcpx_ep.c` 881-894): freed memory read and written.
+/// From 1.18 on (and 1.17's net), `xnet_eq_create` adds the queue's
+/// progress fd to the set (`xnet_eq.c` 225 in 1.22) and its close never
+/// takes it out (84-113), while the set keeps one entry per fd number
+/// (`util_wait.c` 237-243): a later fd of that number is never waited on
+/// (lost wake-ups).
+pub(crate) fn eq_cannot_share_a_wait_set(provider: &str) -> bool {
+    matches!(provider, "tcp" | "net")
 }
 
 /// Whether the provider's counters honour `FI_CNTR_EVENTS_BYTES`: only cxi

@@ -1335,7 +1335,9 @@ impl WaitSetInner {
 }
 
 /// A wait set (`fi_wait_open`): several queues opened with
-/// `FI_WAIT_SET` signal one wait object.
+/// `FI_WAIT_SET` signal one wait object. Not every provider's queues can
+/// join one: event queues cannot on tcp or sockets, completion queues
+/// cannot on rxm, rxd, shm or sockets (their opens say why).
 ///
 /// Deprecated by libfabric 2.0 (`fi_wait_open` and `fi_wait` are marked
 /// `FI_DEPRECATED_FUNC` in 2.6's headers; they still work on 2.6's tcp),

@@ -377,8 +377,8 @@ fn connect_accept_and_transfers_before_their_binds_are_refused() {
         Err(Error::State { .. })
     ));
     drop(e);
-    // An EQ but only a receive CQ: tcp refuses to enable (-FI_ENOCQ), and
-    // sends stay refused.
+    // An EQ but only a receive CQ: enabling is refused (the caps send),
+    // and sends stay refused.
     let eq = fd_eq(&fabric);
     ep.bind_eq(&eq).unwrap();
     assert!(matches!(ep.bind_eq(&eq), Err(Error::State { .. })));
@@ -2365,4 +2365,45 @@ fn completion_error_text_needs_no_endpoint_bound() {
         pair.server_pool.reclaim_err(&mut err).is_some(),
         "the receive's buffer comes back"
     );
+}
+
+#[test]
+fn a_tcp_endpoint_of_libfabric_1_17_needs_both_queues_whatever_its_caps() {
+    // tcp of 1.17 answers a peer's reads and writes through the endpoint's
+    // completion queues whatever its caps (tcpx_op_read_req followed a
+    // NULL transmit queue): an endpoint that is only the target of RMA
+    // was enabled with a receive queue alone. Later tcp answers from its
+    // domain's progress, and such an endpoint enables.
+    if provider() != "tcp" {
+        println!(
+            "SKIP {}: provider {}: the rule is tcp's",
+            test_name(),
+            provider()
+        );
+        return;
+    }
+    let hints = libfabric::Hints::new()
+        .provider(provider())
+        .node(node())
+        .ep_type(EpType::Msg)
+        .caps(Caps::RMA | Caps::REMOTE_READ | Caps::REMOTE_WRITE);
+    let info = info_for(&hints);
+    let fabric = libfabric::Fabric::open(&info).unwrap();
+    let domain = libfabric::Domain::open(&fabric, &info).unwrap();
+    let ep = Endpoint::open(&domain, &info).unwrap();
+    ep.bind_eq(&fd_eq(&fabric)).unwrap();
+    let rx = CompletionQueue::<Msg>::open(&domain, &CqAttr::new()).unwrap();
+    ep.bind_cq(&rx, CqBind::RECV).unwrap();
+    let sys = libfabric::sys::runtime_version();
+    if sys < libfabric::sys::FI_VERSION(1, 18) {
+        match ep.enable() {
+            Err(Error::State { call, reason }) => {
+                assert_eq!(call, "fi_enable");
+                assert!(reason.contains("both"), "{reason}");
+            }
+            other => panic!("enabled without a transmit queue: {other:?}"),
+        }
+        ep.bind_cq(&rx, CqBind::TRANSMIT).unwrap();
+    }
+    ep.enable().unwrap();
 }
