@@ -1112,6 +1112,16 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
     }
 }
 
+/// Sets the source addresses a `fi_cq_readfrom` or `fi_cq_sreadfrom` of
+/// `addrs.len()` entries may fill to `Addr::NOTAVAIL` before the call:
+/// libfabric's util queues write them only with `FI_SOURCE`
+/// (`prov/util/src/util_cq.c` 243, 259, 630-631 in 1.17), and the slice
+/// would otherwise keep what the caller's array held, possibly addresses
+/// of an earlier read.
+fn unknown_sources(addrs: &mut [Addr]) {
+    addrs.fill(Addr::NOTAVAIL);
+}
+
 /// `inner.fid`'s object, copied into each handle, which nothing changes
 /// after the open: a loop over a `&CompletionQueue` keeps it where it keeps
 /// what does not change (a register, or its stack: one load either way),
@@ -1432,6 +1442,7 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
         if count == 0 {
             return Ok(CqRead::Empty);
         }
+        unknown_sources(&mut addrs[..count]);
         let read = || {
             // SAFETY: as read; src_addr receives count fi_addr_t values
             // (Addr is a transparent u64).
@@ -1630,9 +1641,11 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             refuse_poisoned("fi_cq_sread", std::iter::once(Some(self.inner.lifecycle())))?;
             Ok(match addrs {
                 // SAFETY: as read: at most count entries of the queue's format
-                // are written into buf; cond is NULL or points to a size_t
-                // threshold no larger than count, for FI_CQ_COND_THRESHOLD
-                // queues (fi_cq(3)).
+                // are written into buf; cond is NULL or, for
+                // FI_CQ_COND_THRESHOLD queues, the threshold itself (no
+                // larger than count) carried as the pointer's value, which is
+                // how fi_cq(3) says it is read (providers cast it to size_t;
+                // nothing is dereferenced).
                 None => unsafe {
                     sys::fi_cq_sread(
                         self.inner.fid.as_ptr(),
@@ -1642,17 +1655,20 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                         ms,
                     )
                 },
-                // SAFETY: as read_from, count <= addrs.len().
-                Some(addrs) => unsafe {
-                    sys::fi_cq_sreadfrom(
-                        self.inner.fid.as_ptr(),
-                        buf.as_mut_ptr().cast(),
-                        count,
-                        addrs.as_mut_ptr().cast(),
-                        cond,
-                        ms,
-                    )
-                },
+                Some(addrs) => {
+                    unknown_sources(&mut addrs[..count]);
+                    // SAFETY: as read_from, count <= addrs.len().
+                    unsafe {
+                        sys::fi_cq_sreadfrom(
+                            self.inner.fid.as_ptr(),
+                            buf.as_mut_ptr().cast(),
+                            count,
+                            addrs.as_mut_ptr().cast(),
+                            cond,
+                            ms,
+                        )
+                    }
+                }
             })
         })
     }

@@ -345,3 +345,33 @@ fn sends_after_a_shutdown_are_refused_with_their_buffers() {
     pair.client.shutdown().unwrap();
     pair.server.shutdown().unwrap();
 }
+
+#[test]
+fn readfrom_without_fi_source_names_no_source() {
+    // libfabric's util queues write the source addresses only with
+    // FI_SOURCE: the slice kept what the caller's array held (here 7, as
+    // an earlier read could have left there).
+    skip_unless_msg!();
+    let pair = connect_pair::<Msg>(CqAttr::new());
+    pair.server.recv(pair.server_pool.take().unwrap()).unwrap();
+    let mut tx = pair.client_pool.take().unwrap();
+    tx[..2].copy_from_slice(b"hi");
+    pair.client.send(tx, 2).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut entries: [libfabric::cq::MsgEntry; 1] = Default::default();
+    let mut addrs = [Addr(7); 1];
+    loop {
+        let _ = pair.client_cq.read(&mut [Default::default()]);
+        match pair.server_cq.read_from(&mut entries, &mut addrs).unwrap() {
+            CqRead::Completions(c) => {
+                assert!(pair.server_pool.reclaim(&c[0]).is_some());
+                break;
+            }
+            CqRead::Error(e) => panic!("error completion: {e:?}"),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "no receive completion");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(addrs[0], Addr::NOTAVAIL, "a source the queue does not know");
+}
