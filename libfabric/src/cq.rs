@@ -671,8 +671,6 @@ impl<T: CompletionEntry + fmt::Debug> fmt::Debug for Completions<'_, T> {
 /// the caller's [`ErrDataBuf`].
 pub struct CqError<'b> {
     op_context: UnreclaimedContext,
-    /// The data as the provider gave it, which `strerror` hands back.
-    provided: Cow<'b, [u8]>,
     /// Completion flags of the failed operation.
     pub flags: CompletionFlags,
     /// Bytes transferred before the error.
@@ -687,8 +685,10 @@ pub struct CqError<'b> {
     pub err: Errno,
     /// The provider's own error number (see [`CompletionQueue::strerror`]).
     pub prov_errno: i32,
-    /// Provider-specific error data.
-    pub err_data: Cow<'b, [u8]>,
+    /// Provider-specific error data ([`err_data`](Self::err_data)):
+    /// private, as it is what [`CompletionQueue::strerror`] hands back to
+    /// the provider.
+    err_data: Cow<'b, [u8]>,
 }
 
 /// The context of a failed operation. Like a completion entry, an error
@@ -723,13 +723,18 @@ unsafe impl Sync for CqError<'_> {}
 impl sealed::Sealed for CqError<'_> {}
 
 impl CqError<'_> {
+    /// Provider-specific error data.
+    #[must_use]
+    pub fn err_data(&self) -> &[u8] {
+        &self.err_data
+    }
+
     /// The entry with its `err_data` in memory of its own, no longer
     /// borrowing the [`ErrDataBuf`] it was read into.
     #[must_use]
     pub fn into_owned(self) -> CqError<'static> {
         CqError {
             op_context: self.op_context,
-            provided: Cow::Owned(self.provided.into_owned()),
             flags: self.flags,
             len: self.len,
             data: self.data,
@@ -1721,7 +1726,6 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             err: Errno::from_raw_os_error(entry.err.wrapping_abs()),
             prov_errno: entry.prov_errno,
             err_data: Cow::Borrowed(err_data),
-            provided: Cow::Borrowed(err_data),
         }))
     }
 
@@ -1794,10 +1798,10 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 sys::fi_cq_strerror(
                     self.raw.0.as_ptr(),
                     provider_errno(err.prov_errno),
-                    if err.provided.is_empty() {
+                    if err.err_data.is_empty() {
                         ptr::null()
                     } else {
-                        err.provided.as_ptr().cast()
+                        err.err_data.as_ptr().cast()
                     },
                     buf,
                     len,

@@ -6,4 +6,11 @@ fn text(eq: &libfabric::EventQueue, mut e: libfabric::eq::EqError<'_>) -> String
     e.err_data = &forged;
     eq.strerror(&e)
 }
+fn cq_text(
+    cq: &libfabric::CompletionQueue<libfabric::cq::Msg>,
+    mut e: libfabric::cq::CqError<'_>,
+) -> String {
+    e.err_data = std::borrow::Cow::Borrowed(&[0xffu8; 64]);
+    cq.strerror(&e)
+}
 fn main() {}
