@@ -1193,14 +1193,8 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
                 reason: "FI_WAIT_SET needs a wait set: use CqAttr::wait_set",
             });
         }
-        if wait_obj == WaitObj::Set
-            && crate::quirks::wait_set_fills_up(domain.inner.info.provider())
-        {
-            return Err(Error::UnsupportedWait {
-                queue: "completion queue",
-                requested: WaitObj::Set,
-                reason: "sockets writes a byte per completion into the set's blocking socket pair, which only a wait drains: its writers then block for good",
-            });
+        if wait_obj == WaitObj::Set {
+            crate::wait::refuse_a_filling_set("completion queue", domain.inner.info.provider())?;
         }
         if wait_obj == WaitObj::Set
             && crate::quirks::keeps_closed_endpoints_in_waits(domain.inner.info.provider())

@@ -256,8 +256,9 @@ impl EqInner {
     }
 
     /// Before a read into a buffer of connection data capacity `capacity`,
-    /// smaller than [`DEFAULT_CM_DATA_CAPACITY`]: checks it against the largest connection data of the queue's
-    /// endpoints, and returns the guard to hold over the read.
+    /// smaller than [`DEFAULT_CM_DATA_CAPACITY`]: checks it against the
+    /// largest connection data of the queue's endpoints, and returns the
+    /// guard to hold over the read.
     ///
     /// A provider writes as much of an event as fits in the buffer it is
     /// given and drops the rest (`ofi_eq_read`,
@@ -1004,19 +1005,15 @@ impl EventQueue {
                 });
             }
             let provider = fabric.inner.provider.as_str();
-            if wait_obj == WaitObj::Set && crate::quirks::eq_cannot_share_a_wait_set(provider) {
-                return Err(Error::UnsupportedWait {
-                    queue: "event queue",
-                    requested: WaitObj::Set,
-                    reason: "tcp's event queues cannot share a wait set: 1.17 handles the connection requests of all the queues on it in a read of any (also those of a passive endpoint that closed: freed memory), later versions leave a closed queue's fd in it (lost wake-ups)",
-                });
-            }
-            if wait_obj == WaitObj::Set && crate::quirks::wait_set_fills_up(provider) {
-                return Err(Error::UnsupportedWait {
-                    queue: "event queue",
-                    requested: WaitObj::Set,
-                    reason: "sockets writes a byte per event into the set's blocking socket pair, which only a wait drains: its writers then block for good",
-                });
+            if wait_obj == WaitObj::Set {
+                if crate::quirks::eq_cannot_share_a_wait_set(provider) {
+                    return Err(Error::UnsupportedWait {
+                        queue: "event queue",
+                        requested: WaitObj::Set,
+                        reason: "tcp's event queues cannot share a wait set: 1.17 handles the connection requests of all the queues on it in a read of any (also those of a passive endpoint that closed: freed memory), later versions leave a closed queue's fd in it (lost wake-ups)",
+                    });
+                }
+                crate::wait::refuse_a_filling_set("event queue", provider)?;
             }
         }
         let mut raw_attr = sys::fi_eq_attr {

@@ -152,6 +152,22 @@ impl WaitObj {
 /// the most an `int` timeout says.
 const LONGEST_ONE_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
+/// Refuses `queue` (an event or completion queue) on a wait set where
+/// the provider signals a set through a socket pair that fills up
+/// (`quirks::wait_set_fills_up`, sockets): each entry writes a byte that
+/// only the set's wait drains, and the writer blocks for good once it is
+/// full.
+pub(crate) fn refuse_a_filling_set(queue: &'static str, provider: &str) -> Result<()> {
+    if crate::quirks::wait_set_fills_up(provider) {
+        return Err(Error::UnsupportedWait {
+            queue,
+            requested: WaitObj::Set,
+            reason: "sockets writes a byte per entry into the set's blocking socket pair, which only a wait drains: its writers then block for good",
+        });
+    }
+    Ok(())
+}
+
 /// Whether `timeout` is longer than one call can wait
 /// ([`timeout_ms`] gives it as `i32::MAX`): a call that returns on that
 /// timeout waits on for the time left rather than report it.
