@@ -1151,19 +1151,18 @@ impl Buffer {
         // SAFETY: slot < states.len() (the field's invariant). Unchecked:
         // the bound check was three instructions on every post.
         let state = unsafe { this.pool.states().get_unchecked(slot) };
-        let mut current = state.load(Ordering::Relaxed);
-        let parity = loop {
-            let parity = usize::from(current & STALE0 != 0);
-            let next = (current & STALE)
-                | IN_FLIGHT
-                | direction
-                | ((parity as u64) << 2)
-                | (ep << EP_SHIFT);
-            match state.compare_exchange_weak(current, next, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => break parity,
-                Err(now) => current = now,
-            }
-        };
+        // While a Buffer owns the slot, its word changes only by a stale
+        // mark cleared (`StaleMarks::settle`; marks are set only on slots
+        // in flight): every other bit read here is still there at the
+        // write. So one exclusive-or turns those bits into the post's and
+        // leaves the marks as they are then, with no loop (a compare and
+        // exchange loop cost 3 instructions more on every post).
+        let current = state.load(Ordering::Relaxed);
+        // The context not marked stale: a Buffer exists only for a slot
+        // with one, and a mark cleared meanwhile leaves both free.
+        let parity = usize::from(current & STALE0 != 0);
+        let next = IN_FLIGHT | direction | ((parity as u64) << 2) | (ep << EP_SHIFT);
+        state.fetch_xor((current ^ next) & !STALE, Ordering::Release);
         // SAFETY: slot < states.len() and parity < CONTEXTS_PER_SLOT, so
         // the index is below contexts.len(), CONTEXTS_PER_SLOT times
         // states.len() (BufferPool::new).
