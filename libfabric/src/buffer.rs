@@ -144,6 +144,10 @@ pub(crate) struct PoolInner {
     free: Mutex<Vec<u32>>,
     /// Per slot: the progress of a multi-receive posted with it.
     multi: Box<[Mutex<MultiState>]>,
+    /// The provider registered the memory for peers' reads too
+    /// (`quirks::lends_sent_memory_to_peers`): when the pool goes, it is
+    /// kept until the endpoints open then have closed (`PoolRelease`).
+    lent_to_peers: bool,
     domain: Arc<DomainInner>,
 }
 
@@ -513,10 +517,14 @@ impl Drop for PoolInner {
         let release = PoolRelease {
             // SAFETY: taken once, here; the field is not used again.
             mr: unsafe { std::mem::ManuallyDrop::take(&mut self.mr) },
-            memory: self.memory,
-            layout: self.layout,
+            memory: Some(PoolMemory {
+                memory: self.memory,
+                layout: self.layout,
+            }),
+            lent_to_peers: self.lent_to_peers,
         };
-        self.domain.close_on_owner(move || drop(release));
+        self.domain
+            .close_on_owner(move |domain| release.release(domain));
     }
 }
 
@@ -524,25 +532,66 @@ impl Drop for PoolInner {
 /// the memory it covers is freed.
 struct PoolRelease {
     mr: OwnedFid<sys::fid_mr>,
+    /// Taken by `release`.
+    memory: Option<PoolMemory>,
+    /// Peers may read the memory (see `PoolInner::lent_to_peers`).
+    lent_to_peers: bool,
+}
+
+impl PoolRelease {
+    /// Closes the MR, then frees the memory; memory that peers may read
+    /// is parked in `domain` until the endpoints open now have closed (a
+    /// read that passed the key check before the close may still be
+    /// answered from it: `quirks::lends_sent_memory_to_peers`). A failed
+    /// close leaves the MR registered: the memory is leaked rather than
+    /// freed under it.
+    fn release(mut self, domain: &DomainInner) {
+        let Some(memory) = self.memory.take() else {
+            return;
+        };
+        if self.mr.close().is_err() {
+            std::mem::forget(memory);
+            return;
+        }
+        if !self.lent_to_peers {
+            drop(memory);
+            return;
+        }
+        let mut retired = domain.retired();
+        let now = retired.park(Box::new(memory));
+        drop(retired);
+        // No endpoint of the domain was open: nothing reaches the memory.
+        drop(now);
+    }
+}
+
+impl Drop for PoolRelease {
+    /// Only reached without `release` if a parked close is dropped unrun
+    /// (a panic in another parked close): the MR closes with its field,
+    /// but a peer's read may still reach the memory, so it is leaked.
+    fn drop(&mut self) {
+        if let Some(memory) = self.memory.take() {
+            std::mem::forget(memory);
+        }
+    }
+}
+
+/// A pool's memory, freed when dropped: only once its MR is closed, and
+/// no peer's read can still reach it.
+struct PoolMemory {
     memory: *mut u8,
     layout: Layout,
 }
 
-// SAFETY: it owns the memory (nothing else reaches it any more) and the MR,
-// which it closes where `DomainInner::close_on_owner` runs it: on the
-// domain's thread, or anywhere for FI_THREAD_SAFE.
-unsafe impl Send for PoolRelease {}
+// SAFETY: it owns the allocation (nothing else reaches it any more): any
+// thread may free it.
+unsafe impl Send for PoolMemory {}
 
-impl Drop for PoolRelease {
+impl Drop for PoolMemory {
     fn drop(&mut self) {
-        // Deregister before freeing the memory it covers. A failed close
-        // leaves the MR registered: the memory is leaked rather than freed
-        // under it.
-        if self.mr.close().is_ok() {
-            // SAFETY: allocated in BufferPool::new with this layout, freed
-            // once.
-            unsafe { alloc::dealloc(self.memory, self.layout) };
-        }
+        // SAFETY: allocated in BufferPool::new with this layout, freed
+        // once (the value is dropped once).
+        unsafe { alloc::dealloc(self.memory, self.layout) };
     }
 }
 
@@ -577,7 +626,12 @@ impl BufferPool {
     /// [`Domain::open_model`](crate::Domain::open_model)). rxm's default
     /// read rendezvous registers memory given for sends for peers' reads,
     /// so on rxm a peer that knows the pool's key can read its memory (see
-    /// the [`mr`](crate::mr) module).
+    /// the [`mr`](crate::mr) module); there, a pool keeps its memory after
+    /// its last handle goes until every endpoint of
+    /// the domain open then has closed, since a read that passed the key
+    /// check may still be answered from it
+    /// ([`Domain::retained_regions`](crate::Domain::retained_regions)
+    /// counts it).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for no slots, more than 2^32-1, or a
@@ -683,6 +737,7 @@ impl BufferPool {
             table,
             free: Mutex::new(free.into_vec()),
             multi,
+            lent_to_peers: crate::quirks::lends_sent_memory_to_peers(domain.inner.info.provider()),
             domain: domain.inner.clone(),
         });
         let base = inner.contexts().as_ptr() as usize;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// A close parked by a thread other than the domain's (see
 /// [`DomainInner::close_on_owner`]).
-pub(crate) type DeferredClose = Box<dyn FnOnce() + Send>;
+pub(crate) type DeferredClose = Box<dyn FnOnce(&DomainInner) + Send>;
 
 pub(crate) struct DomainInner {
     pub(crate) fid: OwnedFid<sys::fid_domain>,
@@ -37,9 +37,10 @@ pub(crate) struct DomainInner {
     pub(crate) deferred: std::sync::Mutex<Vec<DeferredClose>>,
 }
 
-/// Memory of memory regions that were closed (`fi_close` of the MR) while
-/// endpoints of the domain were open, kept until each of those endpoints
-/// has closed.
+/// Memory of memory regions (and of buffer pools peers may read:
+/// `quirks::lends_sent_memory_to_peers`) that were closed (`fi_close` of
+/// the MR) while endpoints of the domain were open, kept until each of
+/// those endpoints has closed.
 ///
 /// Closing an MR only removes its key from the domain's key map
 /// (`ofi_mr_close`, `prov/util/src/util_mr_map.c` 222-238 in 1.22): an RMA
@@ -161,10 +162,11 @@ impl DomainInner {
     /// Runs `close` now where [`callable_here`](Self::callable_here), else
     /// parks it for the owner's thread: its next opening of an object,
     /// close of an endpoint, [`Domain::run_deferred`], or the domain's own
-    /// close.
-    pub(crate) fn close_on_owner(&self, close: impl FnOnce() + Send + 'static) {
+    /// close. `close` is given the domain, which it may not hold itself
+    /// (the parked close would keep the domain open).
+    pub(crate) fn close_on_owner(&self, close: impl FnOnce(&DomainInner) + Send + 'static) {
         if self.callable_here() {
-            close();
+            close(self);
         } else {
             self.deferred
                 .lock()
@@ -186,7 +188,7 @@ impl DomainInner {
     fn run_parked_closes(&self) {
         let parked = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|e| e.into_inner()));
         for close in parked {
-            close();
+            close(self);
         }
     }
 
@@ -471,8 +473,11 @@ impl<T: ThreadModel> Domain<T> {
     /// domain were open keep their memory here until each of those
     /// endpoints has closed, since an RMA that passed the key check before
     /// the region closed may still copy into or out of it (see the
-    /// [`mr`](crate::mr) module). It grows for as long as such an endpoint
-    /// stays open: register a region once and reuse it rather than
+    /// [`mr`](crate::mr) module). On rxm, whose read rendezvous lets peers
+    /// read memory registered for sends, a dropped
+    /// [`BufferPool`](crate::BufferPool)'s memory is kept the same way and
+    /// counted here. It grows for as long as such an endpoint stays open:
+    /// register a region (or a pool) once and reuse it rather than
     /// registering and dropping one per transfer.
     ///
     /// ```

@@ -298,6 +298,26 @@ pub(crate) fn lets_peers_write_receive_memory(provider: &str) -> bool {
         && !crate::startup_env::always(StartupVar::RxmRndvWrite, is_off_param)
 }
 
+/// Whether memory registered for sends is registered for peers' reads
+/// too: rxm's read rendezvous (the default; a domain with the write
+/// rendezvous is refused, see [`lets_peers_write_receive_memory`]) widens
+/// `FI_SEND` to `FI_REMOTE_READ` at its message provider
+/// (`rxm_mr_get_msg_access`, `prov/rxm/src/rxm_domain.c` 388-398 in 1.17,
+/// 543-554 in 1.22, 563-574 in 2.1). A peer's read of such memory that
+/// passed the key check before the MR closed is still answered from it
+/// afterwards: tcp checks the key when the request arrives and queues a
+/// response whose data is the memory itself, sent as the socket drains
+/// (`xnet_op_read_req`: `ofi_mr_verify`, then `xnet_tx_queue_insert`;
+/// `xnet_progress_tx`). A domain opened without `FI_MR_LOCAL` lends any
+/// memory sent from: rxm then registers each rendezvous send itself, for
+/// peers' reads, whatever the pool was registered for (`rxm_alloc_rndv_buf`
+/// in `prov/rxm/src/rxm_msg.c`, when `rdm_mr_local` is false). So every
+/// buffer pool's memory is kept on rxm, as a closed region's is, until the
+/// endpoints open when the pool went have closed (see `domain::Retired`).
+pub(crate) fn lends_sent_memory_to_peers(provider: &str) -> bool {
+    provider.contains("ofi_rxm")
+}
+
 /// Whether a boolean parameter that defaults to false is off: unset, or a
 /// value libfabric reads as false (`fi_param_get_bool`, `src/var.c`: "0",
 /// "false", "no" or "off", case aside). A value it cannot read leaves the

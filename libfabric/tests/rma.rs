@@ -1620,6 +1620,49 @@ fn a_misaligned_region_is_refused_remote_access() {
 /// A region dropped while endpoints are open parks its memory in the
 /// domain until they have closed; with none open, regions of the domain
 /// register, drop and give their memory back with `into_inner` at once.
+/// rxm registers memory sent from for peers' reads too (its read
+/// rendezvous), and tcp answers a read that passed the key check from the
+/// memory itself, queued until the socket drains: a pool dropped while
+/// endpoints of its domain are open is kept on rxm, as a closed region's
+/// memory is, until they have closed (a pool registered for receives
+/// too: without `FI_MR_LOCAL`, rxm registers what is sent from itself).
+/// Elsewhere the memory is freed at once.
+#[test]
+fn a_pool_peers_may_read_is_kept_until_the_endpoints_close() {
+    let (a, b) = pair();
+    let domain = b.domain.clone();
+    let lent = provider().contains("ofi_rxm");
+    assert_eq!(domain.retained_regions(), 0);
+    let pool = BufferPool::new(&domain, 2, 4096).unwrap();
+    let buffer = pool.take().unwrap();
+    drop(pool);
+    assert_eq!(
+        domain.retained_regions(),
+        0,
+        "a buffer taken from it keeps the pool open"
+    );
+    drop(buffer);
+    assert_eq!(
+        domain.retained_regions(),
+        usize::from(lent),
+        "kept while the domain's endpoints are open on rxm only"
+    );
+    drop(BufferPool::with_access(&domain, 1, 64, MrAccess::RECV).unwrap());
+    assert_eq!(
+        domain.retained_regions(),
+        2 * usize::from(lent),
+        "a pool registered for receives only, kept on rxm too"
+    );
+    drop((a, b));
+    assert_eq!(domain.retained_regions(), 0, "freed once they have closed");
+    drop(BufferPool::new(&domain, 1, 64).unwrap());
+    assert_eq!(
+        domain.retained_regions(),
+        0,
+        "freed at once with no endpoint open"
+    );
+}
+
 #[test]
 fn regions_dropped_before_and_after_endpoints_close() {
     let (a, b) = pair();
@@ -1648,9 +1691,20 @@ fn regions_dropped_before_and_after_endpoints_close() {
         assert_eq!(domain.retained_regions(), 0, "freed once it is idle");
         return;
     }
-    assert_eq!(domain.retained_regions(), 0, "freed once they have closed");
+    // On rxm, a's pool, dropped with it while the late endpoint is open,
+    // waits for that one (peers may read a pool's memory there).
+    let pools = usize::from(provider().contains("ofi_rxm"));
+    assert_eq!(
+        domain.retained_regions(),
+        pools,
+        "freed once they have closed"
+    );
     drop(MemoryRegion::register(&domain, vec![0u8; 64], MrAccess::REMOTE_WRITE).unwrap());
-    assert_eq!(domain.retained_regions(), 1, "the late endpoint is open");
+    assert_eq!(
+        domain.retained_regions(),
+        pools + 1,
+        "the late endpoint is open"
+    );
     drop(late);
     assert_eq!(domain.retained_regions(), 0);
     let now = MemoryRegion::register(&domain, vec![0u8; 64], MrAccess::REMOTE_WRITE).unwrap();
