@@ -101,11 +101,30 @@ fn short(needed: usize, given: usize) -> Error {
     }
 }
 
+/// One insert fewer holds the provider's entry `addr` (a removal of it
+/// succeeded).
+fn release_use(held: &mut std::collections::HashMap<u64, u32>, addr: u64) {
+    if let std::collections::hash_map::Entry::Occupied(mut uses) = held.entry(addr) {
+        *uses.get_mut() -= 1;
+        if *uses.get() == 0 {
+            uses.remove();
+        }
+    }
+}
+
 /// Removals put off while endpoints are bound, and how many are bound.
 #[derive(Default)]
 pub(crate) struct Deferred {
     endpoints: usize,
     removals: Vec<u64>,
+    /// The provider's entries that inserts made and removals have not
+    /// released, with the inserts each holds: the util providers count an
+    /// insert of an address already there as another use of its entry,
+    /// released by as many removals (`ofi_av_insert_addr`,
+    /// `ofi_av_remove_addr`, `prov/util/src/util_av.c`). An insert is
+    /// refused before the provider is called once there are `capacity` of
+    /// them (see `AddressVector::insert`).
+    held: std::collections::HashMap<u64, u32>,
     /// Endpoints bound to the vector whose enable failed, still open: shm
     /// would map inserted addresses into their missing regions (see
     /// `Endpoint::enable`), so inserts are refused while there are any.
@@ -153,14 +172,23 @@ impl AvInner {
         self.live.len() as u64 * 64
     }
 
-    fn remove_raw(&self, addr: u64) -> std::ffi::c_int {
+    /// `fi_av_remove` of `addr`; on success one insert fewer holds its
+    /// entry in `held`.
+    fn remove_raw(
+        &self,
+        held: &mut std::collections::HashMap<u64, u32>,
+        addr: u64,
+    ) -> std::ffi::c_int {
         let mut raw = addr;
         // SAFETY: fi_av_remove(3) reads one fi_addr_t, an entry this vector
         // returned from fi_av_insert and has not removed; no endpoint is
         // bound (see `unbound`), so no transfer can name it concurrently.
         let ret = unsafe { sys::fi_av_remove(self.fid.as_ptr(), &mut raw, 1, 0) };
-        if ret == 0 && self.shm {
-            crate::shm_peers::lock().removed(self.id, addr);
+        if ret == 0 {
+            release_use(held, addr);
+            if self.shm {
+                crate::shm_peers::lock().removed(self.id, addr);
+            }
         }
         ret
     }
@@ -180,7 +208,7 @@ impl AvInner {
         d.endpoints -= 1;
         if d.endpoints == 0 {
             for addr in std::mem::take(&mut d.removals) {
-                let _ = self.remove_raw(addr);
+                let _ = self.remove_raw(&mut d.held, addr);
             }
         }
     }
@@ -242,6 +270,10 @@ impl<T: ThreadModel> AddressVector<T> {
         }
         let AvType::Table = ty;
         let words = count.div_ceil(64);
+        // The provider is asked for room for the whole capacity, which the
+        // entries inserts make never pass: its table is then never grown
+        // (see `insert`).
+        let capacity = words * 64;
         let mut live = Vec::new();
         live.try_reserve_exact(words)
             .map_err(|_| Error::OutOfMemory {
@@ -251,7 +283,7 @@ impl<T: ThreadModel> AddressVector<T> {
         live.extend((0..words).map(|_| AtomicU64::new(0)));
         let mut attr = sys::fi_av_attr {
             type_: sys::FI_AV_TABLE,
-            count,
+            count: capacity,
             ..Default::default()
         };
         let mut raw = ptr::null_mut();
@@ -283,9 +315,14 @@ impl<T: ThreadModel> AddressVector<T> {
     /// # Errors
     /// [`Error::BufferTooSmall`] when `addr` is shorter than the domain's
     /// address format (the provider would read past it),
-    /// [`Error::TooLarge`] when the vector is full (the entry the provider
-    /// made is removed as by [`remove`](Self::remove): once no endpoint is
-    /// bound), [`Error::State`] on shm
+    /// [`Error::TooLarge`] when the provider holds as many entries as the
+    /// vector's capacity, refused before the provider is called (entries
+    /// of removals put off while endpoints are bound count, and on the
+    /// util providers, rxm, rxd and shm, an address inserted again while
+    /// it is in the vector gets the same entry, which one removal does
+    /// not release: insert each address once), or when the provider
+    /// returned an index past the capacity (that entry is removed as by
+    /// [`remove`](Self::remove): once no endpoint is bound), [`Error::State`] on shm
     /// for the address of an endpoint of this process that closed (see
     /// [`Endpoint::close`](crate::Endpoint::close)), and the provider's
     /// error.
@@ -297,6 +334,26 @@ impl<T: ThreadModel> AddressVector<T> {
             return Err(short(needed, addr.len()));
         }
         let mut deferred = self.inner.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // The provider's table is never grown while endpoints may read it:
+        // a post looks an address up in it without the vector's lock (rxm
+        // `rxm_get_conn`, shm `smr_verify_peer`, through
+        // `ofi_bufpool_get_ibuf`; sockets `sock_ep_get_conn` keeps a
+        // pointer into it after its lock), while an insert past its first
+        // block grows it, moving what they read (`ofi_bufpool_grow`
+        // reallocates its region table; `sock_resize_av_table`
+        // reallocates the table). The provider was asked for room for the
+        // capacity (`open`: util providers round it up to a power of two,
+        // sockets sizes its table to it), so an insert that could make one
+        // entry more than that is refused before the call, whatever the
+        // address (one already there would make none, but which it is
+        // only the provider knows).
+        if deferred.held.len() as u64 >= self.inner.capacity() {
+            return Err(Error::TooLarge {
+                what: "address vector entries",
+                limit: self.inner.capacity() as usize,
+                given: deferred.held.len() + 1,
+            });
+        }
         if deferred.failed_endpoints > 0 {
             return Err(Error::State {
                 call: "fi_av_insert",
@@ -334,6 +391,7 @@ impl<T: ThreadModel> AddressVector<T> {
                 classify(ret).err().unwrap_or(Errno::INVAL),
             ));
         }
+        *deferred.held.entry(out.0).or_insert(0) += 1;
         if out.0 >= self.inner.capacity() {
             // The provider's entry goes again, as a removal does: while
             // endpoints are bound, once the last one is closed. The entry
@@ -353,8 +411,13 @@ impl<T: ThreadModel> AddressVector<T> {
                 let mut raw = out.0;
                 // SAFETY: fi_av_remove(3) of the address just inserted;
                 // no endpoint is bound (the vector's lock is held, so
-                // none is bound meanwhile), so no transfer uses it.
-                unsafe { sys::fi_av_remove(self.inner.fid.as_ptr(), &mut raw, 1, 0) };
+                // none is bound meanwhile), so no transfer uses it. (Not
+                // `remove_raw`: the shm record, which it would lock, is
+                // held here and has not recorded the address.)
+                let ret = unsafe { sys::fi_av_remove(self.inner.fid.as_ptr(), &mut raw, 1, 0) };
+                if ret == 0 {
+                    release_use(&mut deferred.held, out.0);
+                }
             }
             return Err(Error::TooLarge {
                 what: "address vector entries",
@@ -396,7 +459,7 @@ impl<T: ThreadModel> AddressVector<T> {
             deferred.removals.push(addr.0);
             return Ok(());
         }
-        let ret = self.inner.remove_raw(addr.0);
+        let ret = self.inner.remove_raw(&mut deferred.held, addr.0);
         if ret != 0 {
             self.inner.set_live(addr.0, true);
             return Err(Error::from_ret("fi_av_remove", ret));

@@ -421,7 +421,23 @@ impl EpInner {
             // refused from now on.
             poison_waits(&cqs, &cntrs);
         }
+        // Inserts into its vector are held off while it closes: shm walks
+        // the vector's endpoints in each insert with no lock of its own and
+        // writes into each one's region (`smr_av_insert`,
+        // `prov/shm/src/smr_av.c` 117-120 in 1.17), while the close unlinks
+        // the endpoint under a lock the insert does not take, unmaps its
+        // region and frees it (`smr_ep_close`). The vector's lock comes
+        // after the queues' progress locks, as in `enable`.
+        let av = if state & AV_GIVEN != 0 {
+            self.av.get().cloned()
+        } else {
+            None
+        };
+        let inserts_held = av
+            .as_ref()
+            .map(|av| av.lock.lock().unwrap_or_else(|e| e.into_inner()));
         self.fid.close()?;
+        drop(inserts_held);
         // Closed: memory of regions closed while it was open no longer
         // waits for it (see domain::Retired).
         self.domain.endpoint_closed(self.id);

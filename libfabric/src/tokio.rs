@@ -3,9 +3,12 @@
 //!
 //! Built on the queue's `FI_WAIT_FD` wait fd and `fi_trywait`, following
 //! fi_poll(3) exactly: read until the queue is empty, `fi_trywait`, and only
-//! then wait for the fd. Readiness is cleared before each re-check, so an
-//! event that arrives at any point produces a new wake-up: nothing spins and
-//! no wake-up is lost.
+//! then wait for the fd. The readiness that woke a reader is cleared only
+//! once that reader's read found the queue empty, and as of when it woke
+//! (a readiness raised since stays), so an event that arrives at any point
+//! produces a new wake-up, and one edge that woke several tasks reading
+//! through the same value is not taken from those that find entries:
+//! nothing spins and no wake-up is lost.
 //!
 //! Except where the provider's fd says readable with nothing to read:
 //! libfabric 1.17's tcp keeps a message that arrived before any receive was
@@ -89,15 +92,27 @@ fn without_driver_panic<T>(f: impl FnOnce() -> T) -> Option<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
+/// The fd's readiness that woke a reader: cleared ([`spent`]) only once
+/// that reader's own read found the queue empty.
+type Woken<'a> = tokio::io::unix::AsyncFdReadyGuard<'a, OwnedFd>;
+
 /// Blocks (asynchronously) until `queue` may have entries: `fi_trywait`,
-/// then the fd's readiness, clearing it first so that the next edge counts.
-async fn wait_ready(
-    fd: &AsyncFd<OwnedFd>,
+/// then the fd's readiness. Returns the readiness that woke it (`None`
+/// when `fi_trywait` said entries are pending), not cleared: the caller
+/// reads, and clears it with [`spent`] only when its read found the queue
+/// empty. Cleared at once, it could take the wake-up of another task
+/// reading through the same fd: one edge woke both, this one read one
+/// entry and returned, the other found the readiness gone and waited with
+/// entries queued behind a signal that raises no new edge (the util
+/// providers' fd stays signalled until a trywait, `fd_signal_set`; the
+/// sockets event queue's until the list is empty).
+async fn wait_ready<'a>(
+    fd: &'a AsyncFd<OwnedFd>,
     fabric: &SendPtr<sys::fid_fabric>,
     fid: &SendPtr<sys::fid>,
     eq: Option<&SendPtr<sys::fid_eq>>,
     progress: Option<&crate::progress::ProgressLock>,
-) -> Result<()> {
+) -> Result<Option<Woken<'a>>> {
     // The raw pointers and the progress guard are used only before the
     // first await, in trywait_raw, so the future stays Send.
     let pending = {
@@ -106,23 +121,28 @@ async fn wait_ready(
         trywait_raw(fabric.0, &mut fids)?
     };
     if pending == TryWait::EventsPending {
-        return Ok(());
+        return Ok(None);
     }
     // About to wait: an event queue is looked at once more (tcp can erase
     // the wake-up of an event written during fi_trywait; see
     // wait::eq_has_entries).
     if eq.is_some_and(|eq| eq_has_entries(eq.0)) {
-        return Ok(());
+        return Ok(None);
     }
-    let mut guard = fd
+    let woken = fd
         .readable()
         .await
         .map_err(|e| Error::system("tokio readable", e))?;
-    // The fd was reset by fi_trywait; whatever made it readable will be
-    // read by the caller's next fi_*_read. Clearing now means an event that
-    // arrives later raises a new edge.
-    guard.clear_ready();
-    Ok(())
+    Ok(Some(woken))
+}
+
+/// The reader woken by `woken` found the queue empty: the readiness is
+/// cleared, as of when it woke the reader (tokio keeps a readiness raised
+/// since), so that the next edge counts.
+fn spent(woken: Option<Woken<'_>>) {
+    if let Some(mut woken) = woken {
+        woken.clear_ready();
+    }
 }
 
 struct SendPtr<T>(*mut T);
@@ -187,6 +207,7 @@ impl AsyncEventQueue {
     /// As [`EventQueue::read`]; [`Error::Call`] when `fi_trywait` fails;
     /// [`Error::System`] when waiting for the wait fd fails.
     pub async fn read<'b>(&self, buf: &'b mut EventBuf) -> Result<EqRead<'b>> {
+        let mut woken = None;
         loop {
             // A queue that always has events must not keep the worker to
             // itself: once the task's budget is spent this yields, before
@@ -205,9 +226,10 @@ impl AsyncEventQueue {
                 // Neither -FI_EAGAIN nor an error entry: never empty.
                 return eq::decode(&self.eq.inner, ret, event, buf, eq::ReadCall::Read);
             }
+            spent(woken.take());
             let eq = SendPtr(self.eq.as_raw());
             let second_look = self.eq.inner.second_look().then_some(&eq);
-            wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await?;
+            woken = wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await?;
         }
     }
 
@@ -224,8 +246,10 @@ impl AsyncEventQueue {
         }
     }
 
-    /// Waits until the queue may have an event, without reading it.
-    pub(crate) async fn ready(&self) -> Result<()> {
+    /// Waits until the queue may have an event, without reading it: the
+    /// readiness that woke the caller, for [`spent`] once its reads found
+    /// the queue empty (see `wait_ready`).
+    pub(crate) async fn ready(&self) -> Result<Option<Woken<'_>>> {
         let eq = SendPtr(self.eq.as_raw());
         let second_look = self.eq.inner.second_look().then_some(&eq);
         wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await
@@ -291,6 +315,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
                 "AsyncCompletionQueue::read: an empty slice has no room for a completion".into(),
             ));
         }
+        let mut woken = None;
         loop {
             // As in AsyncEventQueue::read: yield once the budget is spent,
             // before taking anything.
@@ -311,8 +336,9 @@ impl<F: Format> AsyncCompletionQueue<F> {
                 let read = cq::decode(read.parts(), buf, "fi_cq_read")?;
                 return self.cq.finish(read);
             }
+            spent(woken.take());
             let progress = Some(self.cq.inner.lifecycle());
-            wait_ready(&self.fd, &self.fabric, &self.fid, None, progress).await?;
+            woken = wait_ready(&self.fd, &self.fabric, &self.fid, None, progress).await?;
         }
     }
 
@@ -528,8 +554,10 @@ impl<F: Format> AsyncConnection<F> {
         loop {
             // The queue is only read once it may have an event: the wait
             // allocates nothing.
-            self.eq.ready().await?;
+            let woken = self.eq.ready().await?;
+            // Read until empty (or the end).
             self.conn.check_ended()?;
+            spent(woken);
         }
     }
 

@@ -500,6 +500,64 @@ fn transfers_to_addresses_not_in_the_address_vector_are_refused() {
     let _ = &r.domain;
 }
 
+/// A post looks its address up in the provider's table without the
+/// vector's lock (rxm `rxm_get_conn`, shm `smr_verify_peer`; sockets keeps
+/// a pointer into its table), and an insert past the table's first block
+/// grows it, moving what a post on another thread reads. The provider is
+/// asked for room for the whole capacity, and an insert that could make
+/// one entry more than that is refused before the provider is called:
+/// entries of removals put off while an endpoint is bound, and entries an
+/// address inserted twice still holds after one removal, count.
+#[test]
+fn inserts_never_grow_the_providers_table_under_the_posts() {
+    let r = rdm(Caps::MSG | Caps::TAGGED);
+    let name = r.ep.name().unwrap();
+    assert!(name.len() >= 4, "a sockaddr");
+    // Addresses of the domain's format that differ in their port.
+    let at = |port: u16| {
+        let mut a = name.clone();
+        a[2..4].copy_from_slice(&port.to_be_bytes());
+        a
+    };
+    let capacity = 64;
+    let mut inserted = Vec::new();
+    for port in 0..capacity {
+        let addr = r.av.insert(&at(40_000 + port)).unwrap();
+        assert!(addr.0 < u64::from(capacity), "{addr:?}");
+        inserted.push(addr);
+    }
+    let full = |what: &str, result: libfabric::Result<Addr>| match result {
+        Err(Error::TooLarge { limit, .. }) => assert_eq!(limit, capacity as usize, "{what}"),
+        other => panic!("{what}: {other:?}"),
+    };
+    full("a new address", r.av.insert(&at(50_000)));
+    full("an address already there", r.av.insert(&at(40_000)));
+    // Removed while the endpoint is bound: the provider's entry stays
+    // until it closes, and still counts.
+    r.av.remove(inserted[0]).unwrap();
+    full("after a removal put off", r.av.insert(&at(50_001)));
+
+    // An address inserted twice: rxm holds one entry with two uses, and
+    // one removal (done at once: no endpoint is bound to this vector)
+    // leaves it there.
+    let av = AddressVector::open(&r.domain, AvType::Table, 1).unwrap();
+    let twice = av.insert(&at(40_000)).unwrap();
+    assert_eq!(
+        av.insert(&at(40_000)).unwrap(),
+        twice,
+        "one entry, two uses"
+    );
+    av.remove(twice).unwrap();
+    assert!(!av.contains(twice));
+    for port in 1..capacity {
+        av.insert(&at(40_000 + port)).unwrap();
+    }
+    full(
+        "with the entry the second use holds",
+        av.insert(&at(50_000)),
+    );
+}
+
 #[test]
 fn remote_cq_data_needs_a_domain_that_carries_it() {
     skip_unless_msg!();
