@@ -121,9 +121,11 @@ pub(crate) struct Deferred {
     /// released, with the inserts each holds: the util providers count an
     /// insert of an address already there as another use of its entry,
     /// released by as many removals (`ofi_av_insert_addr`,
-    /// `ofi_av_remove_addr`, `prov/util/src/util_av.c`). An insert is
-    /// refused before the provider is called once there are `capacity` of
-    /// them (see `AddressVector::insert`).
+    /// `ofi_av_remove_addr`, `prov/util/src/util_av.c`). (rxd frees an
+    /// entry at its first removal: there a second insert is counted for
+    /// good, which only refuses inserts early.) An insert is refused
+    /// before the provider is called once there are `capacity` of them
+    /// (see `AddressVector::insert`).
     held: std::collections::HashMap<u64, u32>,
     /// Endpoints bound to the vector whose enable failed, still open: shm
     /// would map inserted addresses into their missing regions (see
@@ -317,10 +319,12 @@ impl<T: ThreadModel> AddressVector<T> {
     /// address format (the provider would read past it),
     /// [`Error::TooLarge`] when the provider holds as many entries as the
     /// vector's capacity, refused before the provider is called (entries
-    /// of removals put off while endpoints are bound count, and on the
-    /// util providers, rxm, rxd and shm, an address inserted again while
-    /// it is in the vector gets the same entry, which one removal does
-    /// not release: insert each address once), or when the provider
+    /// of removals put off while endpoints are bound count; an address
+    /// inserted again while it is in the vector, or while a removal of it
+    /// is put off, gets the same entry, which rxm and shm count as one
+    /// more use that one removal does not release, so the vector counts
+    /// one place more for it from then on: insert each address once), or
+    /// when the provider
     /// returned an index past the capacity (that entry is removed as by
     /// [`remove`](Self::remove): once no endpoint is bound), [`Error::State`] on shm
     /// for the address of an endpoint of this process that closed (see
@@ -346,7 +350,9 @@ impl<T: ThreadModel> AddressVector<T> {
         // sockets sizes its table to it), so an insert that could make one
         // entry more than that is refused before the call, whatever the
         // address (one already there would make none, but which it is
-        // only the provider knows).
+        // only the provider knows). (rxd keeps a second vector of its
+        // own, at its datagram provider, which it fills itself with the
+        // peers that send to it, `rxd_cq.c`: outside what this bounds.)
         if deferred.held.len() as u64 >= self.inner.capacity() {
             return Err(Error::TooLarge {
                 what: "address vector entries",

@@ -4,11 +4,12 @@
 //! Built on the queue's `FI_WAIT_FD` wait fd and `fi_trywait`, following
 //! fi_poll(3) exactly: read until the queue is empty, `fi_trywait`, and only
 //! then wait for the fd. The readiness that woke a reader is cleared only
-//! once that reader's read found the queue empty, and as of when it woke
-//! (a readiness raised since stays), so an event that arrives at any point
-//! produces a new wake-up, and one edge that woke several tasks reading
-//! through the same value is not taken from those that find entries:
-//! nothing spins and no wake-up is lost.
+//! when that reader, having found the queue empty, is about to wait again
+//! and `fi_trywait` has reset the fd and found the queue still empty, and
+//! as of when it woke (a readiness raised since stays): an event that
+//! arrives at any point produces a new wake-up, and one edge that woke
+//! several tasks reading through the same value is not taken from those
+//! that find entries. Nothing spins and no wake-up is lost.
 //!
 //! Except where the provider's fd says readable with nothing to read:
 //! libfabric 1.17's tcp keeps a message that arrived before any receive was
@@ -92,26 +93,32 @@ fn without_driver_panic<T>(f: impl FnOnce() -> T) -> Option<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
-/// The fd's readiness that woke a reader: cleared ([`spent`]) only once
-/// that reader's own read found the queue empty.
+/// The fd's readiness that woke a reader, kept until that reader is about
+/// to wait again (see `wait_ready`).
 type Woken<'a> = tokio::io::unix::AsyncFdReadyGuard<'a, OwnedFd>;
 
 /// Blocks (asynchronously) until `queue` may have entries: `fi_trywait`,
-/// then the fd's readiness. Returns the readiness that woke it (`None`
-/// when `fi_trywait` said entries are pending), not cleared: the caller
-/// reads, and clears it with [`spent`] only when its read found the queue
-/// empty. Cleared at once, it could take the wake-up of another task
-/// reading through the same fd: one edge woke both, this one read one
-/// entry and returned, the other found the readiness gone and waited with
-/// entries queued behind a signal that raises no new edge (the util
-/// providers' fd stays signalled until a trywait, `fd_signal_set`; the
-/// sockets event queue's until the list is empty).
+/// then the fd's readiness. `woken` is the readiness that woke the caller
+/// before, whose reads found the queue empty since; it is cleared only
+/// once `fi_trywait` has reset the fd and found the queue empty, just
+/// before the wait, and as of when it woke the caller (tokio keeps a
+/// readiness raised since): an event from the reset on raises a new edge,
+/// which the wait sees. Returns the readiness that woke it now (`woken`,
+/// untouched, when entries are pending).
+///
+/// Cleared as soon as it woke the caller, the readiness of one edge that
+/// woke several tasks reading through the same fd could be taken from
+/// those that find entries: the one that cleared it reads one entry and
+/// returns, another waits with entries queued behind a signal that raises
+/// no new edge (the util providers' fd stays signalled until a trywait,
+/// `fd_signal_set`; the sockets event queue's until the list is empty).
 async fn wait_ready<'a>(
     fd: &'a AsyncFd<OwnedFd>,
     fabric: &SendPtr<sys::fid_fabric>,
     fid: &SendPtr<sys::fid>,
     eq: Option<&SendPtr<sys::fid_eq>>,
     progress: Option<&crate::progress::ProgressLock>,
+    woken: Option<Woken<'a>>,
 ) -> Result<Option<Woken<'a>>> {
     // The raw pointers and the progress guard are used only before the
     // first await, in trywait_raw, so the future stays Send.
@@ -121,28 +128,22 @@ async fn wait_ready<'a>(
         trywait_raw(fabric.0, &mut fids)?
     };
     if pending == TryWait::EventsPending {
-        return Ok(None);
+        return Ok(woken);
     }
     // About to wait: an event queue is looked at once more (tcp can erase
     // the wake-up of an event written during fi_trywait; see
     // wait::eq_has_entries).
     if eq.is_some_and(|eq| eq_has_entries(eq.0)) {
-        return Ok(None);
+        return Ok(woken);
+    }
+    if let Some(mut spent) = woken {
+        spent.clear_ready();
     }
     let woken = fd
         .readable()
         .await
         .map_err(|e| Error::system("tokio readable", e))?;
     Ok(Some(woken))
-}
-
-/// The reader woken by `woken` found the queue empty: the readiness is
-/// cleared, as of when it woke the reader (tokio keeps a readiness raised
-/// since), so that the next edge counts.
-fn spent(woken: Option<Woken<'_>>) {
-    if let Some(mut woken) = woken {
-        woken.clear_ready();
-    }
 }
 
 struct SendPtr<T>(*mut T);
@@ -226,10 +227,17 @@ impl AsyncEventQueue {
                 // Neither -FI_EAGAIN nor an error entry: never empty.
                 return eq::decode(&self.eq.inner, ret, event, buf, eq::ReadCall::Read);
             }
-            spent(woken.take());
             let eq = SendPtr(self.eq.as_raw());
             let second_look = self.eq.inner.second_look().then_some(&eq);
-            woken = wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await?;
+            woken = wait_ready(
+                &self.fd,
+                &self.fabric,
+                &self.fid,
+                second_look,
+                None,
+                woken.take(),
+            )
+            .await?;
         }
     }
 
@@ -246,13 +254,13 @@ impl AsyncEventQueue {
         }
     }
 
-    /// Waits until the queue may have an event, without reading it: the
-    /// readiness that woke the caller, for [`spent`] once its reads found
-    /// the queue empty (see `wait_ready`).
-    pub(crate) async fn ready(&self) -> Result<Option<Woken<'_>>> {
+    /// Waits until the queue may have an event, without reading it:
+    /// `woken` and the result as in `wait_ready` (the caller read the
+    /// queue until empty since `woken` woke it).
+    pub(crate) async fn ready<'a>(&'a self, woken: Option<Woken<'a>>) -> Result<Option<Woken<'a>>> {
         let eq = SendPtr(self.eq.as_raw());
         let second_look = self.eq.inner.second_look().then_some(&eq);
-        wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None).await
+        wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, woken).await
     }
 }
 
@@ -336,9 +344,16 @@ impl<F: Format> AsyncCompletionQueue<F> {
                 let read = cq::decode(read.parts(), buf, "fi_cq_read")?;
                 return self.cq.finish(read);
             }
-            spent(woken.take());
             let progress = Some(self.cq.inner.lifecycle());
-            woken = wait_ready(&self.fd, &self.fabric, &self.fid, None, progress).await?;
+            woken = wait_ready(
+                &self.fd,
+                &self.fabric,
+                &self.fid,
+                None,
+                progress,
+                woken.take(),
+            )
+            .await?;
         }
     }
 
@@ -551,13 +566,13 @@ impl<F: Format> AsyncConnection<F> {
     /// Awaits the end of the connection on its event queue: always an
     /// error.
     async fn ended(&self) -> Result<Completion> {
+        let mut woken = None;
         loop {
             // The queue is only read once it may have an event: the wait
             // allocates nothing.
-            let woken = self.eq.ready().await?;
+            woken = self.eq.ready(woken.take()).await?;
             // Read until empty (or the end).
             self.conn.check_ended()?;
-            spent(woken);
         }
     }
 
