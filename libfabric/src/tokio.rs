@@ -9,7 +9,10 @@
 //! as of when it woke (a readiness raised since stays): an event that
 //! arrives at any point produces a new wake-up, and one edge that woke
 //! several tasks reading through the same value is not taken from those
-//! that find entries. Nothing spins and no wake-up is lost.
+//! that find entries. A reader whose trywait finds entries pending (it has
+//! reset the fd, taking the edge the others wait for) wakes the other
+//! readers of the same value waiting for the fd. Nothing spins and no
+//! wake-up is lost.
 //!
 //! Except where the provider's fd says readable with nothing to read:
 //! libfabric 1.17's tcp keeps a message that arrived before any receive was
@@ -42,9 +45,12 @@ use crate::error::{is_again, is_avail, Error, Result};
 use crate::info::Hints;
 use crate::wait::{eq_has_entries, trywait_raw, wait_guard, TryWait, Waitable};
 use libfabric_sys::fabric as sys;
+use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::task::Poll;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+use tokio::sync::Notify;
 
 /// Registers a duplicate of the queue's wait fd with the current tokio
 /// reactor. A duplicate, as ibverbs-async does: tokio's epoll keys a
@@ -119,7 +125,17 @@ async fn wait_ready<'a>(
     eq: Option<&SendPtr<sys::fid_eq>>,
     progress: Option<&crate::progress::ProgressLock>,
     woken: Option<Woken<'a>>,
+    others: &Notify,
 ) -> Result<Option<Woken<'a>>> {
+    // Other readers of the same wrapper, waiting below: a trywait that
+    // finds entries pending has already reset the fd (util
+    // `util_wait_fd_try` resets it before it looks, `util_wait.c`), taking
+    // the edge that would have woken them, and this reader takes one
+    // entry only: they are told to read again. Listened for before this
+    // reader's own trywait, so that another's telling in between counts.
+    let notified = others.notified();
+    let mut notified = std::pin::pin!(notified);
+    notified.as_mut().enable();
     // The raw pointers and the progress guard are used only before the
     // first await, in trywait_raw, so the future stays Send.
     let pending = {
@@ -128,22 +144,30 @@ async fn wait_ready<'a>(
         trywait_raw(fabric.0, &mut fids)?
     };
     if pending == TryWait::EventsPending {
+        others.notify_waiters();
         return Ok(woken);
     }
     // About to wait: an event queue is looked at once more (tcp can erase
     // the wake-up of an event written during fi_trywait; see
     // wait::eq_has_entries).
     if eq.is_some_and(|eq| eq_has_entries(eq.0)) {
+        others.notify_waiters();
         return Ok(woken);
     }
     if let Some(mut spent) = woken {
         spent.clear_ready();
     }
-    let woken = fd
-        .readable()
-        .await
-        .map_err(|e| Error::system("tokio readable", e))?;
-    Ok(Some(woken))
+    let readable = fd.readable();
+    let mut readable = std::pin::pin!(readable);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(woken) = readable.as_mut().poll(cx) {
+            return Poll::Ready(woken.map(Some));
+        }
+        // Told by another reader: no readiness to clear later.
+        notified.as_mut().poll(cx).map(|()| Ok(None))
+    })
+    .await
+    .map_err(|e| Error::system("tokio readable", e))
 }
 
 struct SendPtr<T>(*mut T);
@@ -160,6 +184,8 @@ pub struct AsyncEventQueue {
     eq: EventQueue,
     fabric: SendPtr<sys::fid_fabric>,
     fid: SendPtr<sys::fid>,
+    /// Its readers waiting for the fd (see `wait_ready`).
+    readers: Notify,
 }
 
 impl AsyncEventQueue {
@@ -182,6 +208,7 @@ impl AsyncEventQueue {
             fd,
             fabric,
             fid,
+            readers: Notify::new(),
         })
     }
 
@@ -236,6 +263,7 @@ impl AsyncEventQueue {
                 second_look,
                 None,
                 woken.take(),
+                &self.readers,
             )
             .await?;
         }
@@ -260,7 +288,16 @@ impl AsyncEventQueue {
     pub(crate) async fn ready<'a>(&'a self, woken: Option<Woken<'a>>) -> Result<Option<Woken<'a>>> {
         let eq = SendPtr(self.eq.as_raw());
         let second_look = self.eq.inner.second_look().then_some(&eq);
-        wait_ready(&self.fd, &self.fabric, &self.fid, second_look, None, woken).await
+        wait_ready(
+            &self.fd,
+            &self.fabric,
+            &self.fid,
+            second_look,
+            None,
+            woken,
+            &self.readers,
+        )
+        .await
     }
 }
 
@@ -271,6 +308,8 @@ pub struct AsyncCompletionQueue<F: Format> {
     cq: CompletionQueue<F>,
     fabric: SendPtr<sys::fid_fabric>,
     fid: SendPtr<sys::fid>,
+    /// Its readers waiting for the fd (see `wait_ready`).
+    readers: Notify,
 }
 
 impl<F: Format> AsyncCompletionQueue<F> {
@@ -293,6 +332,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
             fd,
             fabric,
             fid,
+            readers: Notify::new(),
         })
     }
 
@@ -352,6 +392,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
                 None,
                 progress,
                 woken.take(),
+                &self.readers,
             )
             .await?;
         }
@@ -568,6 +609,10 @@ impl<F: Format> AsyncConnection<F> {
     async fn ended(&self) -> Result<Completion> {
         let mut woken = None;
         loop {
+            // As the reads: yield once the budget is spent (a trywait that
+            // keeps finding events pending would otherwise keep the
+            // worker).
+            tokio::task::coop::consume_budget().await;
             // The queue is only read once it may have an event: the wait
             // allocates nothing.
             woken = self.eq.ready(woken.take()).await?;
