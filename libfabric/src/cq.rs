@@ -836,6 +836,11 @@ impl CqInner {
 
 pub(crate) struct CqInner {
     pub(crate) fid: OwnedFid<sys::fid_cq>,
+    /// The tokio readers of the queue waiting for its fd, through any of
+    /// its wrappers (each registers its own dup of the fd; see
+    /// `tokio::wait_ready`).
+    #[cfg(feature = "tokio")]
+    pub(crate) tokio_readers: tokio::sync::Notify,
     pub(crate) domain: Arc<DomainInner>,
     _wait_set: Option<Arc<WaitSetInner>>,
     pub(crate) wait_obj: WaitObj,
@@ -1283,6 +1288,8 @@ impl<F: Format, T: ThreadModel> CompletionQueue<F, T> {
             id,
             progress,
             epochs: Arc::default(),
+            #[cfg(feature = "tokio")]
+            tokio_readers: tokio::sync::Notify::new(),
         }));
         if let Some(set) = &cq.inner._wait_set {
             let member: Arc<dyn crate::wait::ProgressMember> = cq.inner.clone();

@@ -213,6 +213,11 @@ impl Default for Registry {
 
 pub(crate) struct EqInner {
     pub(crate) fid: OwnedFid<sys::fid_eq>,
+    /// The tokio readers of the queue waiting for its fd, through any of
+    /// its wrappers (each registers its own dup of the fd; see
+    /// `tokio::wait_ready`).
+    #[cfg(feature = "tokio")]
+    pub(crate) tokio_readers: tokio::sync::Notify,
     pub(crate) fabric: Arc<FabricInner>,
     _wait_set: Option<Arc<WaitSetInner>>,
     wait_obj: WaitObj,
@@ -1084,6 +1089,8 @@ impl EventQueue {
                 serial_reads: serial_reads.then(|| Mutex::new(())),
                 registry: Registry::default(),
                 peps: Mutex::new(Vec::new()),
+                #[cfg(feature = "tokio")]
+                tokio_readers: tokio::sync::Notify::new(),
             }),
             hot,
         })

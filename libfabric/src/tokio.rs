@@ -10,9 +10,11 @@
 //! arrives at any point produces a new wake-up, and one edge that woke
 //! several tasks reading through the same value is not taken from those
 //! that find entries. A reader whose trywait finds entries pending (it has
-//! reset the fd, taking the edge the others wait for) wakes the other
-//! readers of the same value waiting for the fd. Nothing spins and no
-//! wake-up is lost.
+//! reset the fd, taking the edge the others wait for) wakes the queue's
+//! other readers waiting for the fd, through any of its wrappers. Readers
+//! that wait without tokio ([`Waiter`](crate::wait::Waiter), `sread`) on
+//! the same queue are not told: read one queue from one kind of wait.
+//! Nothing spins and no wake-up is lost.
 //!
 //! Except where the provider's fd says readable with nothing to read:
 //! libfabric 1.17's tcp keeps a message that arrived before any receive was
@@ -127,7 +129,8 @@ async fn wait_ready<'a>(
     woken: Option<Woken<'a>>,
     others: &Notify,
 ) -> Result<Option<Woken<'a>>> {
-    // Other readers of the same wrapper, waiting below: a trywait that
+    // Other readers of the same queue, through any wrapper, waiting
+    // below (`others`, shared by the wrappers): a trywait that
     // finds entries pending has already reset the fd (util
     // `util_wait_fd_try` resets it before it looks, `util_wait.c`), taking
     // the edge that would have woken them, and this reader takes one
@@ -184,8 +187,6 @@ pub struct AsyncEventQueue {
     eq: EventQueue,
     fabric: SendPtr<sys::fid_fabric>,
     fid: SendPtr<sys::fid>,
-    /// Its readers waiting for the fd (see `wait_ready`).
-    readers: Notify,
 }
 
 impl AsyncEventQueue {
@@ -208,7 +209,6 @@ impl AsyncEventQueue {
             fd,
             fabric,
             fid,
-            readers: Notify::new(),
         })
     }
 
@@ -263,7 +263,7 @@ impl AsyncEventQueue {
                 second_look,
                 None,
                 woken.take(),
-                &self.readers,
+                &self.eq.inner.tokio_readers,
             )
             .await?;
         }
@@ -295,7 +295,7 @@ impl AsyncEventQueue {
             second_look,
             None,
             woken,
-            &self.readers,
+            &self.eq.inner.tokio_readers,
         )
         .await
     }
@@ -308,8 +308,6 @@ pub struct AsyncCompletionQueue<F: Format> {
     cq: CompletionQueue<F>,
     fabric: SendPtr<sys::fid_fabric>,
     fid: SendPtr<sys::fid>,
-    /// Its readers waiting for the fd (see `wait_ready`).
-    readers: Notify,
 }
 
 impl<F: Format> AsyncCompletionQueue<F> {
@@ -332,7 +330,6 @@ impl<F: Format> AsyncCompletionQueue<F> {
             fd,
             fabric,
             fid,
-            readers: Notify::new(),
         })
     }
 
@@ -392,7 +389,7 @@ impl<F: Format> AsyncCompletionQueue<F> {
                 None,
                 progress,
                 woken.take(),
-                &self.readers,
+                &self.cq.inner.tokio_readers,
             )
             .await?;
         }
