@@ -101,9 +101,13 @@ fn short(needed: usize, given: usize) -> Error {
     }
 }
 
+/// The provider's entries an address vector's inserts hold, each with
+/// how many inserts hold it (see `Deferred::held`).
+type Held = std::collections::HashMap<u64, u32>;
+
 /// One insert fewer holds the provider's entry `addr` (a removal of it
 /// succeeded).
-fn release_use(held: &mut std::collections::HashMap<u64, u32>, addr: u64) {
+fn release_use(held: &mut Held, addr: u64) {
     if let std::collections::hash_map::Entry::Occupied(mut uses) = held.entry(addr) {
         *uses.get_mut() -= 1;
         if *uses.get() == 0 {
@@ -126,7 +130,7 @@ pub(crate) struct Deferred {
     /// good, which only refuses inserts early.) An insert is refused
     /// before the provider is called once there are `capacity` of them
     /// (see `AddressVector::insert`).
-    held: std::collections::HashMap<u64, u32>,
+    held: Held,
     /// Endpoints bound to the vector whose enable failed, still open: shm
     /// would map inserted addresses into their missing regions (see
     /// `Endpoint::enable`), so inserts are refused while there are any.
@@ -176,11 +180,7 @@ impl AvInner {
 
     /// `fi_av_remove` of `addr`; on success one insert fewer holds its
     /// entry in `held`.
-    fn remove_raw(
-        &self,
-        held: &mut std::collections::HashMap<u64, u32>,
-        addr: u64,
-    ) -> std::ffi::c_int {
+    fn remove_raw(&self, held: &mut Held, addr: u64) -> std::ffi::c_int {
         let mut raw = addr;
         // SAFETY: fi_av_remove(3) reads one fi_addr_t, an entry this vector
         // returned from fi_av_insert and has not removed; no endpoint is

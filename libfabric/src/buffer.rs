@@ -144,10 +144,6 @@ pub(crate) struct PoolInner {
     free: Mutex<Vec<u32>>,
     /// Per slot: the progress of a multi-receive posted with it.
     multi: Box<[Mutex<MultiState>]>,
-    /// The provider registered the memory for peers' reads too
-    /// (`quirks::lends_sent_memory_to_peers`): when the pool goes, it is
-    /// kept until the endpoints open then have closed (`PoolRelease`).
-    lent_to_peers: bool,
     domain: Arc<DomainInner>,
 }
 
@@ -521,7 +517,6 @@ impl Drop for PoolInner {
                 memory: self.memory,
                 layout: self.layout,
             }),
-            lent_to_peers: self.lent_to_peers,
         };
         self.domain
             .close_on_owner(move |domain| release.release(domain));
@@ -534,8 +529,6 @@ struct PoolRelease {
     mr: OwnedFid<sys::fid_mr>,
     /// Taken by `release`.
     memory: Option<PoolMemory>,
-    /// Peers may read the memory (see `PoolInner::lent_to_peers`).
-    lent_to_peers: bool,
 }
 
 impl PoolRelease {
@@ -553,7 +546,7 @@ impl PoolRelease {
             std::mem::forget(memory);
             return;
         }
-        if !self.lent_to_peers {
+        if !crate::quirks::lends_sent_memory_to_peers(domain.info.provider()) {
             drop(memory);
             return;
         }
@@ -737,7 +730,6 @@ impl BufferPool {
             table,
             free: Mutex::new(free.into_vec()),
             multi,
-            lent_to_peers: crate::quirks::lends_sent_memory_to_peers(domain.inner.info.provider()),
             domain: domain.inner.clone(),
         });
         let base = inner.contexts().as_ptr() as usize;

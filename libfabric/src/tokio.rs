@@ -254,18 +254,7 @@ impl AsyncEventQueue {
                 // Neither -FI_EAGAIN nor an error entry: never empty.
                 return eq::decode(&self.eq.inner, ret, event, buf, eq::ReadCall::Read);
             }
-            let eq = SendPtr(self.eq.as_raw());
-            let second_look = self.eq.inner.second_look().then_some(&eq);
-            woken = wait_ready(
-                &self.fd,
-                &self.fabric,
-                &self.fid,
-                second_look,
-                None,
-                woken.take(),
-                &self.eq.inner.tokio_readers,
-            )
-            .await?;
+            woken = self.ready(woken.take()).await?;
         }
     }
 
